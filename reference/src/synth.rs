@@ -1,0 +1,1 @@
+//! Synthetic checkpoints (`glm5v synth`): not written yet.
