@@ -1,0 +1,431 @@
+//! Format sniffing and header parsing: dimensions and orientation metadata without decoding
+//! pixels. Each parser reads what PIL's plugin reads at `Image.open` (plus, for PNG, the chunks
+//! after IDAT that `load_end` adds to `info`).
+
+use super::Fail;
+use super::exif::{self, OrientationSources, rd16, rd32};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Format {
+    Png,
+    Jpeg,
+    Gif,
+    Bmp,
+    WebP,
+    Tiff,
+}
+
+impl Format {
+    /// PIL's `Image.format` names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Png => "PNG",
+            Format::Jpeg => "JPEG",
+            Format::Gif => "GIF",
+            Format::Bmp => "BMP",
+            Format::WebP => "WEBP",
+            Format::Tiff => "TIFF",
+        }
+    }
+}
+
+/// The plugin whose `_accept` takes these leading bytes.
+pub(crate) fn sniff(d: &[u8]) -> Option<Format> {
+    if d.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some(Format::Png)
+    } else if d.starts_with(&[0xff, 0xd8, 0xff]) {
+        Some(Format::Jpeg)
+    } else if d.starts_with(b"GIF87a") || d.starts_with(b"GIF89a") {
+        Some(Format::Gif)
+    } else if d.starts_with(b"BM") {
+        Some(Format::Bmp)
+    } else if d.len() >= 12 && &d[0..4] == b"RIFF" && &d[8..12] == b"WEBP" {
+        Some(Format::WebP)
+    } else if d.starts_with(b"II*\0") || d.starts_with(b"MM\0*") {
+        Some(Format::Tiff)
+    } else {
+        None
+    }
+}
+
+/// What a header says: stored (pre-orientation) size and where the orientation lives.
+#[derive(Debug, Clone)]
+pub(crate) struct Header {
+    pub width: u32,
+    pub height: u32,
+    pub orientation: OrientationSources,
+    /// JPEG only: the frame is arithmetic-coded (SOF9-11, SOF13-15).
+    pub arithmetic: bool,
+}
+
+fn truncated(what: &str) -> Fail {
+    Fail::Corrupt(format!("the file ends inside the {what} (truncated)"))
+}
+
+pub(crate) fn parse(d: &[u8], f: Format) -> Result<Header, Fail> {
+    match f {
+        Format::Png => png(d),
+        Format::Jpeg => jpeg(d),
+        Format::Gif => gif(d),
+        Format::Bmp => bmp(d),
+        Format::WebP => webp(d),
+        Format::Tiff => tiff(d),
+    }
+}
+
+fn be16(d: &[u8], at: usize) -> Option<u16> {
+    rd16(d, at, false)
+}
+fn be32(d: &[u8], at: usize) -> Option<u32> {
+    rd32(d, at, false)
+}
+fn le16(d: &[u8], at: usize) -> Option<u16> {
+    rd16(d, at, true)
+}
+fn le32(d: &[u8], at: usize) -> Option<u32> {
+    rd32(d, at, true)
+}
+
+/// Walks the markers up to SOS as `JpegImageFile._open` does: the SOF gives the size; APP1
+/// `Exif\0\0` segments (concatenated) and the XMP APP1 give the orientation.
+fn jpeg(d: &[u8]) -> Result<Header, Fail> {
+    let mut pos = 2;
+    let mut size: Option<(u32, u32)> = None;
+    let mut arithmetic = false;
+    let mut o = OrientationSources::default();
+    loop {
+        // Skip to the next 0xFF, then past fill bytes.
+        while pos < d.len() && d[pos] != 0xff {
+            pos += 1;
+        }
+        while pos < d.len() && d[pos] == 0xff {
+            pos += 1;
+        }
+        let Some(&m) = d.get(pos) else {
+            return Err(truncated("JPEG markers before the image data"));
+        };
+        pos += 1;
+        match m {
+            0x00 | 0x01 | 0xd0..=0xd8 => continue,
+            0xd9 => return Err(Fail::Corrupt("end of image before any image data".into())),
+            _ => {}
+        }
+        let len = be16(d, pos).ok_or_else(|| truncated("JPEG marker segment"))? as usize;
+        if len < 2 {
+            return Err(Fail::Corrupt(format!(
+                "JPEG marker 0xFF{m:02X} has an invalid length {len}"
+            )));
+        }
+        let seg = d
+            .get(pos + 2..pos + len)
+            .ok_or_else(|| truncated("JPEG marker segment"))?;
+        match m {
+            0xda => break,
+            0xc0..=0xcf if !matches!(m, 0xc4 | 0xc8 | 0xcc) => {
+                if seg.len() < 6 {
+                    return Err(Fail::Corrupt("JPEG frame header is too short".into()));
+                }
+                if seg[0] != 8 {
+                    return Err(Fail::Unsupported(format!(
+                        "{}-bit samples (PIL reads 8-bit JPEG)",
+                        seg[0]
+                    )));
+                }
+                if !matches!(seg[5], 1 | 3 | 4) {
+                    return Err(Fail::Unsupported(format!(
+                        "{}-component JPEG (PIL reads 1, 3 or 4)",
+                        seg[5]
+                    )));
+                }
+                size = Some((
+                    be16(seg, 3).unwrap_or(0) as u32,
+                    be16(seg, 1).unwrap_or(0) as u32,
+                ));
+                arithmetic = m >= 0xc9;
+            }
+            0xe1 if seg.starts_with(b"Exif\0\0") => match &mut o.exif {
+                Some(e) => e.extend_from_slice(&seg[6..]),
+                None => o.exif = Some(seg.to_vec()),
+            },
+            0xe1 if seg.starts_with(b"http://ns.adobe.com/xap/1.0/\0") => {
+                o.xmp = Some(seg[29..].to_vec());
+            }
+            _ => {}
+        }
+        pos += len;
+    }
+    let (width, height) =
+        size.ok_or_else(|| Fail::Corrupt("no frame header (SOF) before the scan".into()))?;
+    Ok(Header {
+        width,
+        height,
+        orientation: o,
+        arithmetic,
+    })
+}
+
+/// IHDR, then every chunk's metadata up to IEND (eXIf, text "Raw profile type exif", XMP).
+fn png(d: &[u8]) -> Result<Header, Fail> {
+    if d.len() < 33 || &d[12..16] != b"IHDR" {
+        return Err(if d.len() < 33 {
+            truncated("PNG header")
+        } else {
+            Fail::Corrupt("first chunk is not IHDR".into())
+        });
+    }
+    let (width, height) = (be32(d, 16).unwrap_or(0), be32(d, 20).unwrap_or(0));
+    let mut o = OrientationSources::default();
+    let mut xmp_text: Option<Vec<u8>> = None;
+    let mut pos = 8;
+    let mut seen_idat = false;
+    while let (Some(len), Some(kind)) = (be32(d, pos), d.get(pos + 4..pos + 8)) {
+        let len = len as usize;
+        let Some(data) = d.get(pos + 8..(pos + 8).saturating_add(len)) else {
+            break;
+        };
+        // PIL checks the CRC of every chunk `Image.open` reads (those before the first IDAT);
+        // the png crate is told to ignore checksums, as PIL does for IDAT and later chunks.
+        seen_idat |= kind == b"IDAT";
+        if !seen_idat {
+            let stored = be32(d, pos + 8 + len).ok_or_else(|| truncated("PNG chunk"))?;
+            let mut crc = crc32fast::Hasher::new();
+            crc.update(kind);
+            crc.update(data);
+            if crc.finalize() != stored {
+                return Err(Fail::Corrupt(format!(
+                    "bad checksum in the {} chunk",
+                    String::from_utf8_lossy(kind)
+                )));
+            }
+        }
+        match kind {
+            b"IEND" => break,
+            b"eXIf" => {
+                let mut e = b"Exif\0\0".to_vec();
+                e.extend_from_slice(data);
+                o.exif = Some(e);
+            }
+            b"tEXt" | b"zTXt" => {
+                let (k, v) = split_nul(data);
+                let v = if kind == b"zTXt" {
+                    match v.split_first() {
+                        Some((0, z)) => inflate(z).unwrap_or_default(),
+                        _ => Vec::new(),
+                    }
+                } else {
+                    v.to_vec()
+                };
+                match k {
+                    b"Raw profile type exif" => o.raw_profile = Some(v),
+                    b"exif" if kind == b"tEXt" => o.exif = Some(v),
+                    b"XML:com.adobe.xmp" => xmp_text = Some(v),
+                    _ => {}
+                }
+            }
+            b"iTXt" => {
+                let (k, r) = split_nul(data);
+                if k == b"XML:com.adobe.xmp" && r.len() >= 2 {
+                    let (cf, cm, r) = (r[0], r[1], &r[2..]);
+                    let (_lang, r) = split_nul(r);
+                    let (_tk, v) = split_nul(r);
+                    let v = match (cf, cm) {
+                        (0, _) => Some(v.to_vec()),
+                        (_, 0) => inflate(v),
+                        _ => None,
+                    };
+                    if let Some(v) = v {
+                        xmp_text = Some(v);
+                    }
+                }
+            }
+            _ => {}
+        }
+        pos = pos + 12 + len;
+    }
+    o.xmp = xmp_text;
+    Ok(Header {
+        width,
+        height,
+        orientation: o,
+        arithmetic: false,
+    })
+}
+
+fn split_nul(d: &[u8]) -> (&[u8], &[u8]) {
+    match d.iter().position(|&b| b == 0) {
+        Some(i) => (&d[..i], &d[i + 1..]),
+        None => (d, &[]),
+    }
+}
+
+/// zlib-inflates a text chunk, refusing more than PIL's `MAX_TEXT_CHUNK` (1 MiB).
+fn inflate(z: &[u8]) -> Option<Vec<u8>> {
+    miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(z, 1 << 20).ok()
+}
+
+/// Logical screen, grown by the first frame's extent (as `GifImageFile._seek(0)` does).
+fn gif(d: &[u8]) -> Result<Header, Fail> {
+    let (mut w, mut h) = (
+        le16(d, 6).ok_or_else(|| truncated("GIF header"))? as u32,
+        le16(d, 8).ok_or_else(|| truncated("GIF header"))? as u32,
+    );
+    let flags = *d.get(10).ok_or_else(|| truncated("GIF header"))?;
+    let mut pos = 13;
+    if flags & 0x80 != 0 {
+        pos += 3 << ((flags & 7) + 1);
+    }
+    let skip_blocks = |mut p: usize| -> Option<usize> {
+        loop {
+            let n = *d.get(p)? as usize;
+            p += 1;
+            if n == 0 {
+                return Some(p);
+            }
+            p += n;
+        }
+    };
+    loop {
+        match d.get(pos) {
+            Some(b'!') => pos = skip_blocks(pos + 2).ok_or_else(|| truncated("GIF extension"))?,
+            Some(b',') => {
+                let x = le16(d, pos + 1).ok_or_else(|| truncated("GIF image descriptor"))? as u32;
+                let y = le16(d, pos + 3).ok_or_else(|| truncated("GIF image descriptor"))? as u32;
+                let fw = le16(d, pos + 5).ok_or_else(|| truncated("GIF image descriptor"))? as u32;
+                let fh = le16(d, pos + 7).ok_or_else(|| truncated("GIF image descriptor"))? as u32;
+                w = w.max(x + fw);
+                h = h.max(y + fh);
+                break;
+            }
+            Some(b';') => return Err(Fail::Corrupt("the GIF file has no image".into())),
+            Some(&b) => return Err(Fail::Corrupt(format!("unexpected GIF block 0x{b:02X}"))),
+            None => return Err(truncated("GIF blocks before the first image")),
+        }
+    }
+    Ok(Header {
+        width: w,
+        height: h,
+        orientation: OrientationSources::default(),
+        arithmetic: false,
+    })
+}
+
+fn bmp(d: &[u8]) -> Result<Header, Fail> {
+    let hs = le32(d, 14).ok_or_else(|| truncated("BMP header"))?;
+    let (w, h) = if hs == 12 {
+        (
+            le16(d, 18).ok_or_else(|| truncated("BMP header"))? as i64,
+            le16(d, 20).ok_or_else(|| truncated("BMP header"))? as i64,
+        )
+    } else {
+        (
+            le32(d, 18).ok_or_else(|| truncated("BMP header"))? as i32 as i64,
+            le32(d, 22).ok_or_else(|| truncated("BMP header"))? as i32 as i64,
+        )
+    };
+    let (w, h) = (
+        w.unsigned_abs().min(u32::MAX as u64) as u32,
+        h.unsigned_abs().min(u32::MAX as u64) as u32,
+    );
+    Ok(Header {
+        width: w,
+        height: h,
+        orientation: OrientationSources::default(),
+        arithmetic: false,
+    })
+}
+
+/// RIFF chunks: the canvas from VP8X / VP8 / VP8L, the first EXIF and XMP chunks.
+fn webp(d: &[u8]) -> Result<Header, Fail> {
+    let mut pos = 12;
+    let mut size: Option<(u32, u32)> = None;
+    let mut o = OrientationSources::default();
+    let end = (le32(d, 4).unwrap_or(0) as usize)
+        .saturating_add(8)
+        .min(d.len());
+    while pos + 8 <= end {
+        let kind = &d[pos..pos + 4];
+        let len = le32(d, pos + 4).unwrap_or(0) as usize;
+        let data = &d[pos + 8..(pos + 8).saturating_add(len).min(d.len())];
+        let first = pos == 12;
+        match kind {
+            b"VP8X" if first => {
+                if data.len() < 10 {
+                    return Err(truncated("WebP VP8X chunk"));
+                }
+                let w = u32::from_le_bytes([data[4], data[5], data[6], 0]) + 1;
+                let h = u32::from_le_bytes([data[7], data[8], data[9], 0]) + 1;
+                size = Some((w, h));
+            }
+            b"VP8 " if first => {
+                if data.len() < 10 || data[3..6] != [0x9d, 0x01, 0x2a] {
+                    return Err(Fail::Corrupt("bad VP8 frame header".into()));
+                }
+                size = Some((
+                    (le16(data, 6).unwrap_or(0) & 0x3fff) as u32,
+                    (le16(data, 8).unwrap_or(0) & 0x3fff) as u32,
+                ));
+            }
+            b"VP8L" if first => {
+                if data.len() < 5 || data[0] != 0x2f {
+                    return Err(Fail::Corrupt("bad VP8L header".into()));
+                }
+                let bits = le32(data, 1).unwrap_or(0);
+                size = Some(((bits & 0x3fff) + 1, ((bits >> 14) & 0x3fff) + 1));
+            }
+            b"EXIF" if o.exif.is_none() => o.exif = Some(data.to_vec()),
+            b"XMP " if o.xmp.is_none() => o.xmp = Some(data.to_vec()),
+            _ => {}
+        }
+        if first && size.is_none() {
+            return Err(Fail::Corrupt(
+                "the first WebP chunk is not VP8X, VP8 or VP8L".into(),
+            ));
+        }
+        pos = pos + 8 + len + (len & 1);
+    }
+    let (width, height) = size.ok_or_else(|| truncated("WebP header"))?;
+    Ok(Header {
+        width,
+        height,
+        orientation: o,
+        arithmetic: false,
+    })
+}
+
+/// IFD0's ImageWidth, ImageLength and Orientation.
+fn tiff(d: &[u8]) -> Result<Header, Fail> {
+    let (le, off) = exif::tiff_header(d).ok_or_else(|| truncated("TIFF header"))?;
+    let off = off as usize;
+    let n = rd16(d, off, le).ok_or_else(|| truncated("TIFF directory"))? as usize;
+    let (mut w, mut h) = (None, None);
+    for i in 0..n {
+        let e = off + 2 + i * 12;
+        let tag = rd16(d, e, le).ok_or_else(|| truncated("TIFF directory"))?;
+        let typ = rd16(d, e + 2, le).unwrap_or(0);
+        let val = match typ {
+            3 => rd16(d, e + 8, le).map(u32::from),
+            4 => rd32(d, e + 8, le),
+            _ => None,
+        };
+        match tag {
+            256 => w = val,
+            257 => h = val,
+            _ => {}
+        }
+    }
+    let orientation = OrientationSources {
+        tiff_ifd: exif::ifd_orientation(d, le, off),
+        ..Default::default()
+    };
+    match (w, h) {
+        (Some(width), Some(height)) => Ok(Header {
+            width,
+            height,
+            orientation,
+            arithmetic: false,
+        }),
+        _ => Err(Fail::Corrupt(
+            "the TIFF directory has no ImageWidth/ImageLength".into(),
+        )),
+    }
+}
