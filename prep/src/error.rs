@@ -16,16 +16,34 @@ pub enum PrepError {
     #[error("{input}: not a supported image (recognised: PNG, JPEG, WebP, GIF, BMP, TIFF)")]
     UnknownFormat { input: String },
     #[error("{input}: corrupt or truncated {format} data: {detail}")]
-    Corrupt { input: String, format: String, detail: String },
+    Corrupt {
+        input: String,
+        format: String,
+        detail: String,
+    },
     #[error("{input}: unsupported {format} variant: {detail}")]
-    Unsupported { input: String, format: String, detail: String },
+    Unsupported {
+        input: String,
+        format: String,
+        detail: String,
+    },
     #[error("{input}: the image has zero width or height ({width}x{height})")]
-    ZeroSize { input: String, width: u64, height: u64 },
+    ZeroSize {
+        input: String,
+        width: u64,
+        height: u64,
+    },
     #[error(
         "{input}: {width}x{height} = {pixels} pixels exceeds the decode budget of {budget} pixels \
          (refused before decoding, as PIL's DecompressionBombError; raise the budget to accept it)"
     )]
-    DecodeBudget { input: String, width: u64, height: u64, pixels: u64, budget: u64 },
+    DecodeBudget {
+        input: String,
+        width: u64,
+        height: u64,
+        pixels: u64,
+        budget: u64,
+    },
     #[error("{input}: bad data URI: {detail}")]
     DataUri { input: String, detail: String },
     #[error("invalid preprocessing option: {0}")]
