@@ -1,1 +1,18 @@
-//! Skeleton.
+//! The GLM-5.3-Flash vision tower on CUDA (docs/GPU.md).
+//!
+//! - [`device_available`]: finds a CUDA device, or a typed [`GpuError::NoDevice`] (never a panic:
+//!   cudarc is loaded dynamically, and the libraries are probed first).
+//! - [`GpuTower`]: loads a checkpoint once (weights resident in bf16, or f32 for the parity mode)
+//!   and implements the reference crate's [`glm5v_reference::Tower`] trait: the same stages and
+//!   the same taps, copied to the host only when a sink wants them.
+//!
+//! Kernels are `.cu` files in `kernels/`, compiled at run time by NVRTC for the device's
+//! architecture and cached per process; GEMMs go through cuBLAS (bf16 in, f32 accumulate; f32
+//! with pedantic math, i.e. no TF32, in the parity mode).
+pub mod device;
+pub mod error;
+pub mod tower;
+
+pub use device::{DeviceInfo, compile_kernels, device_available, kernel_source, nvrtc_available};
+pub use error::GpuError;
+pub use tower::{GpuOptions, GpuTower, Precision};

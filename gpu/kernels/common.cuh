@@ -1,0 +1,42 @@
+// Shared helpers, prepended to every kernel file. The host defines before this:
+//   ACT_BF16  1: activations fed to GEMMs are bf16 (raw bits), 0: f32
+//   HD        the head dimension (hidden_size / num_heads)
+// No CUDA headers are included: bf16 is handled as raw 16-bit words, so the kernels compile with
+// a bare NVRTC (no include paths).
+
+#define NEG_INF (__int_as_float(0xff800000))
+
+typedef unsigned short bf16_t;
+
+__device__ __forceinline__ float bf2f(bf16_t v) { return __uint_as_float(((unsigned)v) << 16); }
+
+// Round to nearest even; NaN stays NaN (quiet).
+__device__ __forceinline__ bf16_t f2bf(float f) {
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (bf16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (bf16_t)(u >> 16);
+}
+
+#if ACT_BF16
+typedef bf16_t act_t;
+__device__ __forceinline__ float act_ld(const act_t* p, long long i) { return bf2f(p[i]); }
+__device__ __forceinline__ void act_st(act_t* p, long long i, float v) { p[i] = f2bf(v); }
+#else
+typedef float act_t;
+__device__ __forceinline__ float act_ld(const act_t* p, long long i) { return p[i]; }
+__device__ __forceinline__ void act_st(act_t* p, long long i, float v) { p[i] = v; }
+#endif
+
+// Sum over a block of blockDim.x threads (a multiple of 32, at most 1024). Every thread gets it.
+__device__ __forceinline__ float block_sum(float v, float* scratch /* >= 32 floats */) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    __syncthreads();  // scratch may still be read by a previous call
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    int nw = blockDim.x >> 5;
+    float t = lane < nw ? scratch[lane] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+    return t;
+}

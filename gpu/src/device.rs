@@ -1,0 +1,564 @@
+//! The device: detection without panics, one context + stream + cuBLAS handle, the NVRTC-compiled
+//! kernels (cached per process), raw device buffers, launches and GEMMs.
+
+use crate::error::GpuError;
+use cudarc::cublas::{CudaBlas, sys as blas_sys};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
+};
+use cudarc::nvrtc::{CompileOptions, Ptx};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The kernel sources, compiled at run time with NVRTC.
+pub const COMMON_CUH: &str = include_str!("../kernels/common.cuh");
+pub const TOWER_CU: &str = include_str!("../kernels/tower.cu");
+pub const ATTENTION_CU: &str = include_str!("../kernels/attention.cu");
+
+/// Kernel entry points of the module.
+const KERNELS: [&str; 8] = [
+    "rms_norm",
+    "add_bias",
+    "bias_residual",
+    "cast_act",
+    "swiglu",
+    "layer_norm_gelu",
+    "qk_norm_rope",
+    "attention",
+];
+
+/// What [`device_available`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceInfo {
+    pub ordinal: usize,
+    pub name: String,
+    /// Compute capability (major, minor): (9, 0) on an H200.
+    pub compute_capability: (i32, i32),
+    pub total_bytes: usize,
+    pub free_bytes: usize,
+    /// Devices the driver reports.
+    pub device_count: usize,
+}
+
+/// Whether the CUDA libraries this crate loads are present (no panic when they are not: cudarc
+/// with dynamic loading panics on first use of a missing library).
+pub fn check_libraries() -> Result<(), GpuError> {
+    // SAFETY: these only try to dlopen the libraries.
+    unsafe {
+        if !cudarc::driver::sys::is_culib_present() {
+            return Err(GpuError::NoDevice {
+                reason: "the CUDA driver library (libcuda) is not installed".into(),
+            });
+        }
+        if !cudarc::nvrtc::sys::is_culib_present() {
+            return Err(GpuError::MissingLibrary {
+                library: "NVRTC (libnvrtc)",
+            });
+        }
+        if !cudarc::cublas::sys::is_culib_present() {
+            return Err(GpuError::MissingLibrary {
+                library: "cuBLAS (libcublas)",
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether NVRTC alone is present (enough to compile the kernels, no device needed).
+pub fn nvrtc_available() -> bool {
+    // SAFETY: only tries to dlopen the library.
+    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
+/// Finds device 0 and describes it; a typed error (never a panic) when there is none.
+pub fn device_available() -> Result<DeviceInfo, GpuError> {
+    check_libraries()?;
+    let count = CudaContext::device_count().map_err(|e| GpuError::NoDevice {
+        reason: format!("the driver reports {e:?}"),
+    })?;
+    if count < 1 {
+        return Err(GpuError::NoDevice {
+            reason: "the driver reports 0 devices".into(),
+        });
+    }
+    let ctx = CudaContext::new(0).map_err(|e| GpuError::NoDevice {
+        reason: format!("cannot open device 0: {e:?}"),
+    })?;
+    info_of(&ctx, count as usize)
+}
+
+fn info_of(ctx: &Arc<CudaContext>, count: usize) -> Result<DeviceInfo, GpuError> {
+    let name = ctx
+        .name()
+        .map_err(|e| GpuError::cuda("cuDeviceGetName", e))?;
+    let cc = ctx
+        .compute_capability()
+        .map_err(|e| GpuError::cuda("compute capability", e))?;
+    let (free, total) = ctx
+        .mem_get_info()
+        .map_err(|e| GpuError::cuda("cuMemGetInfo", e))?;
+    Ok(DeviceInfo {
+        ordinal: ctx.ordinal(),
+        name,
+        compute_capability: cc,
+        total_bytes: total,
+        free_bytes: free,
+        device_count: count,
+    })
+}
+
+/// The NVRTC target for a compute capability (PTX for `compute_XY`).
+pub fn arch_for(cc: (i32, i32)) -> &'static str {
+    match cc {
+        (9, 0) => "compute_90",
+        (8, 0) => "compute_80",
+        (8, 6) => "compute_86",
+        (8, 9) => "compute_89",
+        (10, 0) => "compute_100",
+        (12, 0) => "compute_120",
+        (major, minor) => Box::leak(format!("compute_{major}{minor}").into_boxed_str()),
+    }
+}
+
+/// The full source of the kernel module for one activation type and head dim.
+pub fn kernel_source(bf16: bool, head_dim: usize) -> String {
+    format!(
+        "#define ACT_BF16 {}\n#define HD {}\n{COMMON_CUH}\n{TOWER_CU}\n{ATTENTION_CU}\n",
+        bf16 as i32, head_dim
+    )
+}
+
+/// Compiles the kernel module to PTX (cached per process by (bf16, head_dim, arch)).
+pub fn compile_kernels(
+    bf16: bool,
+    head_dim: usize,
+    arch: &'static str,
+) -> Result<String, GpuError> {
+    type PtxCache = Mutex<HashMap<(bool, usize, &'static str), String>>;
+    static CACHE: OnceLock<PtxCache> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let key = (bf16, head_dim, arch);
+    if let Some(ptx) = cache.lock().map_err(|_| poisoned())?.get(&key) {
+        return Ok(ptx.clone());
+    }
+    if !nvrtc_available() {
+        return Err(GpuError::MissingLibrary {
+            library: "NVRTC (libnvrtc)",
+        });
+    }
+    let opts = CompileOptions {
+        arch: Some(arch),
+        options: vec!["--std=c++17".into()],
+        ..Default::default()
+    };
+    let ptx =
+        cudarc::nvrtc::compile_ptx_with_opts(kernel_source(bf16, head_dim), opts).map_err(|e| {
+            let log = match &e {
+                cudarc::nvrtc::CompileError::CompileError { log, .. } => {
+                    log.to_string_lossy().into_owned()
+                }
+                other => format!("{other:?}"),
+            };
+            GpuError::Compile {
+                arch: arch.to_string(),
+                log,
+            }
+        })?;
+    let text = ptx.to_src();
+    cache
+        .lock()
+        .map_err(|_| poisoned())?
+        .insert(key, text.clone());
+    Ok(text)
+}
+
+fn poisoned() -> GpuError {
+    GpuError::Cuda {
+        op: "kernel cache".into(),
+        message: "a thread panicked while holding the cache lock".into(),
+    }
+}
+
+/// One kernel argument: a device pointer (0 = null), an i32, an i64 or an f32.
+#[derive(Debug, Clone, Copy)]
+pub enum Arg {
+    P(u64),
+    I(i32),
+    L(i64),
+    F(f32),
+}
+
+/// Converts a scalar or pointer to a kernel [`Arg`].
+pub trait IntoArg {
+    fn into_arg(self) -> Arg;
+}
+impl IntoArg for u64 {
+    fn into_arg(self) -> Arg {
+        Arg::P(self)
+    }
+}
+impl IntoArg for i32 {
+    fn into_arg(self) -> Arg {
+        Arg::I(self)
+    }
+}
+impl IntoArg for i64 {
+    fn into_arg(self) -> Arg {
+        Arg::L(self)
+    }
+}
+impl IntoArg for f32 {
+    fn into_arg(self) -> Arg {
+        Arg::F(self)
+    }
+}
+/// A kernel argument from a `u64` pointer, `i32`, `i64` or `f32`.
+pub fn arg(v: impl IntoArg) -> Arg {
+    v.into_arg()
+}
+
+/// Element type of a device buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dt {
+    F32,
+    Bf16,
+    I32,
+}
+
+impl Dt {
+    pub fn size(self) -> usize {
+        match self {
+            Dt::F32 | Dt::I32 => 4,
+            Dt::Bf16 => 2,
+        }
+    }
+}
+
+/// A raw device buffer (freed on drop).
+pub struct DBuf {
+    _mem: CudaSlice<u8>,
+    pub ptr: u64,
+    pub len: usize,
+    pub dt: Dt,
+}
+
+/// The opened device with its compiled kernels.
+pub struct Dev {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub blas: CudaBlas,
+    pub info: DeviceInfo,
+    pub bf16: bool,
+    pub head_dim: usize,
+    funcs: HashMap<&'static str, CudaFunction>,
+}
+
+impl Dev {
+    /// Opens device 0 and compiles the kernels for activations in bf16 (`bf16`) or f32.
+    pub fn open(bf16: bool, head_dim: usize) -> Result<Self, GpuError> {
+        let info = device_available()?;
+        let ctx = CudaContext::new(0).map_err(|e| GpuError::NoDevice {
+            reason: format!("cannot open device 0: {e:?}"),
+        })?;
+        // One stream only: the per-buffer events of cudarc's multi-stream tracking are not needed.
+        // SAFETY: no buffer exists yet and every launch goes to `stream`.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.default_stream();
+        // Keep freed activation memory in the stream-ordered pool between forwards (allocations
+        // inside a forward then cost no driver call). Best effort: a failure only costs speed.
+        if ctx.has_async_alloc() {
+            use cudarc::driver::sys;
+            let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+            let mut threshold: u64 = u64::MAX;
+            // SAFETY: valid device handle and out-pointers that live across the calls.
+            unsafe {
+                if sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device())
+                    == sys::cudaError_enum::CUDA_SUCCESS
+                {
+                    let _ = sys::cuMemPoolSetAttribute(
+                        pool,
+                        sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                        &mut threshold as *mut u64 as *mut _,
+                    );
+                }
+            }
+        }
+        let blas = CudaBlas::new(stream.clone()).map_err(|e| GpuError::blas("cublasCreate", e))?;
+        let math = if bf16 {
+            blas_sys::cublasMath_t::CUBLAS_DEFAULT_MATH
+        } else {
+            blas_sys::cublasMath_t::CUBLAS_PEDANTIC_MATH
+        };
+        // SAFETY: a valid handle.
+        unsafe { blas_sys::cublasSetMathMode(*blas.handle(), math) }
+            .result()
+            .map_err(|e| GpuError::blas("cublasSetMathMode", e))?;
+        let arch = arch_for(info.compute_capability);
+        let ptx = compile_kernels(bf16, head_dim, arch)?;
+        let module = ctx
+            .load_module(Ptx::from_src(ptx))
+            .map_err(|e| GpuError::cuda("cuModuleLoadData", e))?;
+        let mut funcs = HashMap::new();
+        for name in KERNELS {
+            funcs.insert(
+                name,
+                module
+                    .load_function(name)
+                    .map_err(|e| GpuError::cuda(format!("load kernel {name}"), e))?,
+            );
+        }
+        // The tensor-core attention exists only in the bf16, head_dim 64 build.
+        if bf16 && head_dim == 64 && std::env::var("GLM5V_GPU_ATTENTION").as_deref() != Ok("scalar")
+        {
+            let f = module
+                .load_function("attention_mma")
+                .map_err(|e| GpuError::cuda("load kernel attention_mma", e))?;
+            funcs.insert("attention_mma", f);
+        }
+        Ok(Self {
+            ctx,
+            stream,
+            blas,
+            info,
+            bf16,
+            head_dim,
+            funcs,
+        })
+    }
+
+    /// The activation dtype fed to GEMMs.
+    pub fn act(&self) -> Dt {
+        if self.bf16 { Dt::Bf16 } else { Dt::F32 }
+    }
+
+    /// Allocates `len` elements of `dt` (uninitialised); OOM names `what` and the size.
+    pub fn alloc(&self, what: &str, len: usize, dt: Dt) -> Result<DBuf, GpuError> {
+        let bytes = (len * dt.size()).max(256);
+        // SAFETY: every buffer is written by a kernel, a GEMM or a copy before it is read.
+        let mem = unsafe { self.stream.alloc::<u8>(bytes) }
+            .map_err(|e| self.alloc_error(what, bytes, e))?;
+        let ptr = {
+            let (ptr, _guard) = mem.device_ptr(&self.stream);
+            ptr
+        };
+        Ok(DBuf {
+            ptr,
+            _mem: mem,
+            len,
+            dt,
+        })
+    }
+
+    fn alloc_error(&self, what: &str, bytes: usize, e: cudarc::driver::DriverError) -> GpuError {
+        use cudarc::driver::sys::cudaError_enum as E;
+        if e.0 == E::CUDA_ERROR_OUT_OF_MEMORY {
+            let (free, total) = self.ctx.mem_get_info().unwrap_or((0, 0));
+            const MIB: f64 = 1024.0 * 1024.0;
+            GpuError::OutOfMemory {
+                what: what.to_string(),
+                bytes,
+                mib: bytes as f64 / MIB,
+                free_mib: free as f64 / MIB,
+                total_mib: total as f64 / MIB,
+            }
+        } else {
+            GpuError::cuda(format!("allocating {bytes} bytes for {what}"), e)
+        }
+    }
+
+    /// Uploads f32 values as `dt` (F32, or Bf16 rounded to nearest even).
+    pub fn upload_f32(&self, what: &str, data: &[f32], dt: Dt) -> Result<DBuf, GpuError> {
+        let buf = self.alloc(what, data.len(), dt)?;
+        match dt {
+            Dt::F32 => self.htod(bytemuck::cast_slice(data), &buf)?,
+            Dt::Bf16 => {
+                let v: Vec<u16> = data
+                    .iter()
+                    .map(|&x| half::bf16::from_f32(x).to_bits())
+                    .collect();
+                self.htod(bytemuck::cast_slice(&v), &buf)?
+            }
+            Dt::I32 => return Err(GpuError::Unsupported("f32 data uploaded as i32".into())),
+        }
+        Ok(buf)
+    }
+
+    /// Copies f32 values into an existing f32 buffer of at least that length.
+    pub fn upload_into(&self, dst: &DBuf, data: &[f32]) -> Result<(), GpuError> {
+        assert!(
+            dst.dt == Dt::F32 && dst.len >= data.len(),
+            "upload_into: buffer too small or not f32"
+        );
+        self.htod(bytemuck::cast_slice(data), dst)
+    }
+
+    pub fn upload_i32(&self, what: &str, data: &[i32]) -> Result<DBuf, GpuError> {
+        let buf = self.alloc(what, data.len(), Dt::I32)?;
+        self.htod(bytemuck::cast_slice(data), &buf)?;
+        Ok(buf)
+    }
+
+    fn htod(&self, bytes: &[u8], dst: &DBuf) -> Result<(), GpuError> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: dst holds at least bytes.len() bytes (allocated for this data); the host slice
+        // outlives the synchronous copy below.
+        unsafe {
+            cudarc::driver::result::memcpy_htod_async(dst.ptr, bytes, self.stream.cu_stream())
+                .map_err(|e| GpuError::cuda("cuMemcpyHtoDAsync", e))?;
+        }
+        self.sync("upload")
+    }
+
+    /// Copies `count` elements from element `offset` of `src` to the host as f32.
+    pub fn download_f32(
+        &self,
+        src: &DBuf,
+        offset: usize,
+        count: usize,
+    ) -> Result<Vec<f32>, GpuError> {
+        assert!(offset + count <= src.len, "download out of range");
+        let size = src.dt.size();
+        let mut bytes = vec![0u8; count * size];
+        if count > 0 {
+            // SAFETY: the range is inside `src` (asserted), `bytes` is large enough, and the copy
+            // completes before `bytes` is read (synchronize).
+            unsafe {
+                cudarc::driver::result::memcpy_dtoh_async(
+                    &mut bytes,
+                    src.ptr + (offset * size) as u64,
+                    self.stream.cu_stream(),
+                )
+                .map_err(|e| GpuError::cuda("cuMemcpyDtoHAsync", e))?;
+            }
+            self.sync("download")?;
+        }
+        Ok(match src.dt {
+            Dt::F32 => bytemuck::pod_collect_to_vec::<u8, f32>(&bytes),
+            Dt::Bf16 => bytes
+                .chunks_exact(2)
+                .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())
+                .collect(),
+            Dt::I32 => bytemuck::pod_collect_to_vec::<u8, i32>(&bytes)
+                .into_iter()
+                .map(|v| v as f32)
+                .collect(),
+        })
+    }
+
+    /// Waits for the stream; reports any asynchronous error of earlier launches.
+    pub fn sync(&self, op: &str) -> Result<(), GpuError> {
+        self.stream
+            .synchronize()
+            .map_err(|e| GpuError::cuda(format!("{op} (stream synchronize)"), e))
+    }
+
+    /// Whether kernel `name` was loaded.
+    pub fn has(&self, name: &str) -> bool {
+        self.funcs.contains_key(name)
+    }
+
+    fn func(&self, name: &str) -> &CudaFunction {
+        self.funcs
+            .get(name)
+            .expect("every kernel is loaded at open")
+    }
+
+    /// Launches kernel `name`; `args` pushes the arguments in order.
+    pub fn launch(
+        &self,
+        name: &str,
+        grid: (u32, u32, u32),
+        block: u32,
+        args: &[Arg],
+    ) -> Result<(), GpuError> {
+        let f = self.func(name);
+        let mut b = self.stream.launch_builder(f);
+        for a in args {
+            match a {
+                Arg::P(v) => b.arg(v),
+                Arg::I(v) => b.arg(v),
+                Arg::L(v) => b.arg(v),
+                Arg::F(v) => b.arg(v),
+            };
+        }
+        let cfg = LaunchConfig {
+            grid_dim: grid,
+            block_dim: (block, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: argument lists match the kernel signatures in kernels/*.cu (see kernels.rs).
+        unsafe { b.launch(cfg) }.map_err(|e| GpuError::cuda(format!("launch {name}"), e))?;
+        Ok(())
+    }
+
+    /// A grid-stride launch shape for `n` elements.
+    pub fn grid_for(&self, n: usize) -> (u32, u32, u32) {
+        let blocks = n.div_ceil(256).clamp(1, 132 * 32);
+        (blocks as u32, 1, 1)
+    }
+
+    /// `y [rows, out] (f32) = x [rows, k] (act) · w [out, k]ᵀ (act)`, f32 accumulation (no TF32 in
+    /// f32 mode).
+    pub fn linear(
+        &self,
+        x: &DBuf,
+        w: &DBuf,
+        y: &DBuf,
+        rows: usize,
+        k: usize,
+        out: usize,
+    ) -> Result<(), GpuError> {
+        debug_assert!(x.len >= rows * k && w.len >= out * k && y.len >= rows * out);
+        let (ab_type, compute) = if self.bf16 {
+            (
+                blas_sys::cudaDataType::CUDA_R_16BF,
+                blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            )
+        } else {
+            (
+                blas_sys::cudaDataType::CUDA_R_32F,
+                blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_PEDANTIC,
+            )
+        };
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let dims = |v: usize| {
+            i32::try_from(v)
+                .map_err(|_| GpuError::Unsupported(format!("GEMM dimension {v} exceeds i32")))
+        };
+        // Column-major view: C[out, rows] = op(A = w as [k, out])ᵀ · B (x as [k, rows]).
+        // SAFETY: the pointers are live device buffers of the asserted sizes.
+        unsafe {
+            cudarc::cublas::result::gemm_ex(
+                *self.blas.handle(),
+                blas_sys::cublasOperation_t::CUBLAS_OP_T,
+                blas_sys::cublasOperation_t::CUBLAS_OP_N,
+                dims(out)?,
+                dims(rows)?,
+                dims(k)?,
+                &alpha as *const f32 as *const _,
+                w.ptr as *const _,
+                ab_type,
+                dims(k)?,
+                x.ptr as *const _,
+                ab_type,
+                dims(k)?,
+                &beta as *const f32 as *const _,
+                y.ptr as *mut _,
+                blas_sys::cudaDataType::CUDA_R_32F,
+                dims(out)?,
+                compute,
+                blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .map_err(|e| GpuError::blas(format!("GEMM [{rows} x {k}] x [{k} x {out}]"), e))
+    }
+
+    /// A device event (timing enabled).
+    pub fn event(&self) -> Result<cudarc::driver::CudaEvent, GpuError> {
+        self.ctx
+            .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| GpuError::cuda("cuEventCreate", e))
+    }
+}

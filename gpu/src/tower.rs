@@ -1,0 +1,928 @@
+//! `GpuTower`: the vision tower on one CUDA device, implementing the reference crate's
+//! [`Tower`] trait with the same stages and taps.
+
+use crate::device::{DBuf, Dev, DeviceInfo, Dt, arg};
+use crate::error::GpuError;
+use glm5v_reference::geometry::{self, Grid};
+use glm5v_reference::kernels::rope;
+use glm5v_reference::tower::progress;
+use glm5v_reference::{InputError, TapSink, Tower, TowerError, TowerWeights, VisionConfig};
+use ndarray::{Array2, ArrayView2};
+use std::path::Path;
+use std::sync::Mutex;
+
+/// Arithmetic of the GPU forward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Precision {
+    /// Weights and GEMM inputs in bf16, f32 accumulation; norms, rope, softmax and the residual
+    /// stream in f32 (the default).
+    #[default]
+    Bf16,
+    /// Everything in f32, TF32 off (cuBLAS pedantic math): the parity mode for bisecting.
+    F32,
+}
+
+impl Precision {
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Bf16 => "bf16",
+            Precision::F32 => "f32",
+        }
+    }
+}
+
+/// How to load the GPU tower.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GpuOptions {
+    pub precision: Precision,
+}
+
+struct BlockW {
+    norm1: DBuf,
+    norm2: DBuf,
+    qkv_w: DBuf,
+    qkv_b: Option<DBuf>,
+    q_norm: DBuf,
+    k_norm: DBuf,
+    proj_w: DBuf,
+    proj_b: Option<DBuf>,
+    gate_up_w: DBuf,
+    gate_up_b: Option<DBuf>,
+    down_w: DBuf,
+    down_b: Option<DBuf>,
+}
+
+struct Weights {
+    patch_w: DBuf,
+    patch_b: DBuf,
+    blocks: Vec<BlockW>,
+    post_norm: DBuf,
+    down_w: DBuf,
+    down_b: DBuf,
+    m_proj_w: DBuf,
+    m_norm_w: DBuf,
+    m_norm_b: DBuf,
+    m_gate_up_w: DBuf,
+    m_down_w: DBuf,
+}
+
+/// The tower resident on a CUDA device (weights uploaded once at load).
+pub struct GpuTower {
+    cfg: VisionConfig,
+    precision: Precision,
+    dev: Dev,
+    w: Weights,
+    /// Bytes of weights on the device.
+    weight_bytes: usize,
+    warnings: Vec<String>,
+    /// Serialises work on the one stream and cuBLAS handle.
+    lock: Mutex<()>,
+}
+
+/// Per-forward geometry on the device.
+struct Geo {
+    n: usize,
+    cos: DBuf,
+    sin: DBuf,
+    tiles: DBuf,
+    ntiles: usize,
+    host_cos_sin: Option<(Array2<f32>, Array2<f32>)>,
+}
+
+/// Block activations for `n` tokens.
+struct Ws {
+    x: DBuf,   // f32 [N, D] residual stream
+    xn: DBuf,  // act [N, D]
+    qkv: DBuf, // f32 [N, 3D]
+    q: DBuf,   // act [H, N, hd]
+    k: DBuf,   // act
+    v: DBuf,   // act
+    att: DBuf, // act [N, D]
+    h: DBuf,   // f32 [N, D]
+    gu: DBuf,  // f32 [N, 2I]
+    m: DBuf,   // act [N, I]
+    tq: Option<DBuf>,
+    tk: Option<DBuf>,
+}
+
+type Taps<'a, 'b> = &'a mut Option<&'b mut dyn TapSink>;
+
+fn wants(taps: &Option<&mut dyn TapSink>, name: &str) -> bool {
+    taps.as_deref().is_some_and(|s| s.wants(name))
+}
+
+/// Queries per block of the scalar attention kernel (`attention`, one thread per query).
+const ATT_BQ: usize = 64;
+/// Queries per block of the tensor-core kernel (`attention_mma`: 8 warps of 16 queries).
+const MMA_BQ: usize = 128;
+
+/// Query tiles of the attention kernels: (segment start, segment end, first query, end query),
+/// at most `bq` queries each, never crossing a segment.
+fn tiles_of(cu: &[usize], bq: usize) -> Vec<i32> {
+    let mut t = Vec::new();
+    for seg in cu.windows(2) {
+        let (s0, s1) = (seg[0], seg[1]);
+        let mut q = s0;
+        while q < s1 {
+            let e = (q + bq).min(s1);
+            t.extend([s0 as i32, s1 as i32, q as i32, e as i32]);
+            q = e;
+        }
+    }
+    t
+}
+
+impl GpuTower {
+    /// Loads a checkpoint directory (TAPS.md section 1) onto device 0.
+    pub fn load(dir: &Path, options: GpuOptions) -> Result<Self, GpuError> {
+        // Fail fast (before reading gigabytes) when there is no device.
+        crate::device::device_available()?;
+        let weights = TowerWeights::<f32>::load(dir)?;
+        Self::from_weights(&weights, options)
+    }
+
+    /// Uploads weights already in memory (f32 on the host) to device 0.
+    pub fn from_weights(tw: &TowerWeights<f32>, options: GpuOptions) -> Result<Self, GpuError> {
+        let cfg = tw.config.clone();
+        cfg.validate()
+            .map_err(|r| GpuError::Unsupported(format!("invalid config: {r}")))?;
+        let hd = cfg.head_dim();
+        if hd > 256 {
+            return Err(GpuError::Unsupported(format!("head_dim {hd} > 256")));
+        }
+        if i32::try_from(cfg.patch_dim() * 4).is_err() {
+            return Err(GpuError::Unsupported("patch dimension too large".into()));
+        }
+        let bf16 = options.precision == Precision::Bf16;
+        let dev = Dev::open(bf16, hd)?;
+        let act = dev.act();
+        let mut bytes = 0usize;
+        let mut up = |what: String, data: &[f32], dt: Dt| -> Result<DBuf, GpuError> {
+            bytes += data.len() * dt.size();
+            dev.upload_f32(&what, data, dt)
+        };
+        let s = |a: &ndarray::Array1<f32>| a.as_slice().expect("contiguous").to_vec();
+        let m = |a: &Array2<f32>| {
+            a.as_standard_layout()
+                .as_slice()
+                .expect("contiguous")
+                .to_vec()
+        };
+        let mut blocks = Vec::with_capacity(cfg.depth);
+        for (i, b) in tw.blocks.iter().enumerate() {
+            let n = |x: &str| format!("blocks.{i}.{x}");
+            blocks.push(BlockW {
+                norm1: up(n("norm1"), &s(&b.norm1), Dt::F32)?,
+                norm2: up(n("norm2"), &s(&b.norm2), Dt::F32)?,
+                qkv_w: up(n("attn.qkv.weight"), &m(&b.qkv_w), act)?,
+                qkv_b: b
+                    .qkv_b
+                    .as_ref()
+                    .map(|v| up(n("attn.qkv.bias"), &s(v), Dt::F32))
+                    .transpose()?,
+                q_norm: up(n("attn.q_norm"), &s(&b.q_norm), Dt::F32)?,
+                k_norm: up(n("attn.k_norm"), &s(&b.k_norm), Dt::F32)?,
+                proj_w: up(n("attn.proj.weight"), &m(&b.proj_w), act)?,
+                proj_b: b
+                    .proj_b
+                    .as_ref()
+                    .map(|v| up(n("attn.proj.bias"), &s(v), Dt::F32))
+                    .transpose()?,
+                gate_up_w: up(n("mlp.gate_up.weight"), &m(&b.gate_up_w), act)?,
+                gate_up_b: b
+                    .gate_up_b
+                    .as_ref()
+                    .map(|v| up(n("mlp.gate_up.bias"), &s(v), Dt::F32))
+                    .transpose()?,
+                down_w: up(n("mlp.down_proj.weight"), &m(&b.down_w), act)?,
+                down_b: b
+                    .down_b
+                    .as_ref()
+                    .map(|v| up(n("mlp.down_proj.bias"), &s(v), Dt::F32))
+                    .transpose()?,
+            });
+        }
+        let mw = &tw.merger;
+        let w = Weights {
+            patch_w: up("patch_embed.proj.weight".into(), &m(&tw.patch_w), act)?,
+            patch_b: up("patch_embed.proj.bias".into(), &s(&tw.patch_b), Dt::F32)?,
+            blocks,
+            post_norm: up("post_layernorm".into(), &s(&tw.post_norm), Dt::F32)?,
+            down_w: up("downsample.weight".into(), &m(&tw.down_w), act)?,
+            down_b: up("downsample.bias".into(), &s(&tw.down_b), Dt::F32)?,
+            m_proj_w: up("merger.proj.weight".into(), &m(&mw.proj_w), act)?,
+            m_norm_w: up(
+                "merger.post_projection_norm.weight".into(),
+                &s(&mw.norm_w),
+                Dt::F32,
+            )?,
+            m_norm_b: up(
+                "merger.post_projection_norm.bias".into(),
+                &s(&mw.norm_b),
+                Dt::F32,
+            )?,
+            m_gate_up_w: up("merger.gate_up.weight".into(), &m(&mw.gate_up_w), act)?,
+            m_down_w: up("merger.down_proj.weight".into(), &m(&mw.down_w), act)?,
+        };
+        Ok(Self {
+            cfg,
+            precision: options.precision,
+            dev,
+            w,
+            weight_bytes: bytes,
+            warnings: tw.warnings.clone(),
+            lock: Mutex::new(()),
+        })
+    }
+
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+    pub fn device(&self) -> &DeviceInfo {
+        &self.dev.info
+    }
+    /// Bytes of weights resident on the device.
+    pub fn weight_bytes(&self) -> usize {
+        self.weight_bytes
+    }
+    /// Loader warnings (non-finite weights), each naming its tensor.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    fn guard(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.lock.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    // ------------------------------------------------------------------ device-side pieces
+
+    fn geo(
+        &self,
+        cos: &Array2<f32>,
+        sin: &Array2<f32>,
+        cu: &[usize],
+        keep_host: bool,
+    ) -> Result<Geo, GpuError> {
+        let n = cos.nrows();
+        let tiles = tiles_of(
+            cu,
+            if self.dev.has("attention_mma") {
+                MMA_BQ
+            } else {
+                ATT_BQ
+            },
+        );
+        if n > i32::MAX as usize / 4 {
+            return Err(GpuError::Unsupported(format!(
+                "{n} tokens exceed the kernels' i32 indexing"
+            )));
+        }
+        let cs = |a: &Array2<f32>| {
+            a.as_standard_layout()
+                .as_slice()
+                .expect("contiguous")
+                .to_vec()
+        };
+        Ok(Geo {
+            n,
+            cos: self.dev.upload_f32("rope cos", &cs(cos), Dt::F32)?,
+            sin: self.dev.upload_f32("rope sin", &cs(sin), Dt::F32)?,
+            ntiles: tiles.len() / 4,
+            tiles: self.dev.upload_i32("attention tiles", &tiles)?,
+            host_cos_sin: if keep_host {
+                Some((cos.clone(), sin.clone()))
+            } else {
+                None
+            },
+        })
+    }
+
+    fn geo_for_grids(&self, grid_thw: &[Grid], keep_host: bool) -> Result<Geo, GpuError> {
+        let pos = geometry::positions(grid_thw, self.cfg.spatial_merge_size);
+        let (cos, sin) = rope::tables::<f32>(
+            &pos,
+            self.cfg.head_dim(),
+            self.cfg.rope_parameters.rope_theta,
+        );
+        self.geo(&cos, &sin, &geometry::cu_seqlens(grid_thw), keep_host)
+    }
+
+    fn ws(&self, n: usize, taps: &Option<&mut dyn TapSink>) -> Result<Ws, GpuError> {
+        let (d, i) = (self.cfg.hidden_size, self.cfg.intermediate_size);
+        let act = self.dev.act();
+        let a = |what: &str, len: usize, dt: Dt| self.dev.alloc(what, len, dt);
+        let want_qk = taps.is_some();
+        Ok(Ws {
+            x: a("hidden states [N, D] f32", n * d, Dt::F32)?,
+            xn: a("normed hidden [N, D]", n * d, act)?,
+            qkv: a("qkv [N, 3D] f32", n * 3 * d, Dt::F32)?,
+            q: a("q [N, D]", n * d, act)?,
+            k: a("k [N, D]", n * d, act)?,
+            v: a("v [N, D]", n * d, act)?,
+            att: a("attention output [N, D]", n * d, act)?,
+            h: a("branch output [N, D] f32", n * d, Dt::F32)?,
+            gu: a("MLP gate|up [N, 2I] f32", n * 2 * i, Dt::F32)?,
+            m: a("MLP hidden [N, I]", n * i, act)?,
+            tq: if want_qk {
+                Some(a("q_norm tap [N, D] f32", n * d, Dt::F32)?)
+            } else {
+                None
+            },
+            tk: if want_qk {
+                Some(a("k_norm tap [N, D] f32", n * d, Dt::F32)?)
+            } else {
+                None
+            },
+        })
+    }
+
+    /// Hands a device buffer (rows x cols, or a column range of a wider row) to the sink.
+    /// `stride` is the buffer's row length, `col0` the first column handed over.
+    #[allow(clippy::too_many_arguments)]
+    fn emit(
+        &self,
+        taps: Taps<'_, '_>,
+        name: &str,
+        buf: &DBuf,
+        rows: usize,
+        cols: usize,
+        stride: usize,
+        col0: usize,
+    ) -> Result<(), GpuError> {
+        if let Some(sink) = taps.as_deref_mut()
+            && sink.wants(name)
+        {
+            let all = self.dev.download_f32(buf, 0, rows * stride)?;
+            let data: Vec<f32> = if stride == cols && col0 == 0 {
+                all
+            } else {
+                all.chunks_exact(stride)
+                    .flat_map(|r| r[col0..col0 + cols].iter().copied())
+                    .collect()
+            };
+            sink.tap(name, rows, cols, &data);
+        }
+        Ok(())
+    }
+
+    fn patch_embed_dev(&self, px: &DBuf, n: usize, x: &DBuf) -> Result<(), GpuError> {
+        let (p, d) = (self.cfg.patch_dim(), self.cfg.hidden_size);
+        let dev = &self.dev;
+        let pa = if dev.bf16 {
+            let pa = dev.alloc("pixel values [N, patch_dim] bf16", n * p, Dt::Bf16)?;
+            let cnt = (n * p) as i64;
+            dev.launch(
+                "cast_act",
+                dev.grid_for(n * p),
+                256,
+                &[arg(px.ptr), arg(pa.ptr), arg(cnt)],
+            )?;
+            Some(pa)
+        } else {
+            None
+        };
+        dev.linear(pa.as_ref().unwrap_or(px), &self.w.patch_w, x, n, p, d)?;
+        self.add_bias(x, &self.w.patch_b, n, d)
+    }
+
+    fn add_bias(&self, y: &DBuf, b: &DBuf, rows: usize, cols: usize) -> Result<(), GpuError> {
+        let (r, c) = (rows as i64, cols as i32);
+        self.dev.launch(
+            "add_bias",
+            self.dev.grid_for(rows * cols),
+            256,
+            &[arg(y.ptr), arg(b.ptr), arg(r), arg(c)],
+        )
+    }
+
+    fn rms(&self, x: &DBuf, w: &DBuf, y: &DBuf, rows: usize, cols: usize) -> Result<(), GpuError> {
+        let (c, eps) = (cols as i32, self.cfg.rms_norm_eps as f32);
+        self.dev.launch(
+            "rms_norm",
+            (rows as u32, 1, 1),
+            256,
+            &[arg(x.ptr), arg(w.ptr), arg(y.ptr), arg(c), arg(eps)],
+        )
+    }
+
+    fn bias_residual(
+        &self,
+        h: &DBuf,
+        b: Option<&DBuf>,
+        x: &DBuf,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(), GpuError> {
+        let (r, c) = (rows as i64, cols as i32);
+        let bp = b.map_or(0u64, |b| b.ptr);
+        self.dev.launch(
+            "bias_residual",
+            self.dev.grid_for(rows * cols),
+            256,
+            &[arg(h.ptr), arg(bp), arg(x.ptr), arg(r), arg(c)],
+        )
+    }
+
+    fn swiglu(
+        &self,
+        gu: &DBuf,
+        b: Option<&DBuf>,
+        out: &DBuf,
+        rows: usize,
+        width: usize,
+    ) -> Result<(), GpuError> {
+        let (r, wdt, lim) = (rows as i64, width as i32, self.cfg.swiglu_limit as f32);
+        let bp = b.map_or(0u64, |b| b.ptr);
+        self.dev.launch(
+            "swiglu",
+            self.dev.grid_for(rows * width),
+            256,
+            &[
+                arg(gu.ptr),
+                arg(bp),
+                arg(out.ptr),
+                arg(r),
+                arg(wdt),
+                arg(lim),
+            ],
+        )
+    }
+
+    fn block_dev(&self, i: usize, ws: &Ws, geo: &Geo, taps: Taps<'_, '_>) -> Result<(), GpuError> {
+        let cfg = &self.cfg;
+        let (n, d, heads, hd, inter) = (
+            geo.n,
+            cfg.hidden_size,
+            cfg.num_heads,
+            cfg.head_dim(),
+            cfg.intermediate_size,
+        );
+        let w = &self.w.blocks[i];
+        let dev = &self.dev;
+        let name = |s: &str| {
+            if s.is_empty() {
+                format!("blocks.{i}")
+            } else {
+                format!("blocks.{i}.{s}")
+            }
+        };
+
+        self.rms(&ws.x, &w.norm1, &ws.xn, n, d)?;
+        self.emit(taps, &name("norm1"), &ws.xn, n, d, d, 0)?;
+        dev.linear(&ws.xn, &w.qkv_w, &ws.qkv, n, d, 3 * d)?;
+        if let Some(b) = &w.qkv_b {
+            self.add_bias(&ws.qkv, b, n, 3 * d)?;
+        }
+        self.emit(taps, &name("attn.qkv"), &ws.qkv, n, 3 * d, 3 * d, 0)?;
+        let want_q = wants(taps, &name("attn.q_norm")) || wants(taps, &name("attn.k_norm"));
+        let (tq, tk) = match (&ws.tq, &ws.tk, want_q) {
+            (Some(a), Some(b), true) => (a.ptr, b.ptr),
+            _ => (0u64, 0u64),
+        };
+        let (ni, hi, eps) = (n as i32, heads as i32, cfg.rms_norm_eps as f32);
+        dev.launch(
+            "qk_norm_rope",
+            dev.grid_for_threads(n * heads, 128),
+            128,
+            &[
+                arg(ws.qkv.ptr),
+                arg(w.q_norm.ptr),
+                arg(w.k_norm.ptr),
+                arg(geo.cos.ptr),
+                arg(geo.sin.ptr),
+                arg(ws.q.ptr),
+                arg(ws.k.ptr),
+                arg(ws.v.ptr),
+                arg(tq),
+                arg(tk),
+                arg(ni),
+                arg(hi),
+                arg(eps),
+            ],
+        )?;
+        if tq != 0 {
+            self.emit(
+                taps,
+                &name("attn.q_norm"),
+                ws.tq.as_ref().expect("allocated"),
+                n,
+                d,
+                d,
+                0,
+            )?;
+            self.emit(
+                taps,
+                &name("attn.k_norm"),
+                ws.tk.as_ref().expect("allocated"),
+                n,
+                d,
+                d,
+                0,
+            )?;
+        }
+        let scale_log2 = ((hd as f64).powf(-0.5) * std::f64::consts::LOG2_E) as f32;
+        if geo.ntiles > 0 {
+            if geo.ntiles > i32::MAX as usize || heads > 65535 {
+                return Err(GpuError::Unsupported(format!(
+                    "{} attention tiles x {heads} heads",
+                    geo.ntiles
+                )));
+            }
+            let (kernel, threads) = if dev.has("attention_mma") {
+                ("attention_mma", 256)
+            } else {
+                ("attention", ATT_BQ as u32)
+            };
+            dev.launch(
+                kernel,
+                (geo.ntiles as u32, heads as u32, 1),
+                threads,
+                &[
+                    arg(ws.q.ptr),
+                    arg(ws.k.ptr),
+                    arg(ws.v.ptr),
+                    arg(geo.tiles.ptr),
+                    arg(ws.att.ptr),
+                    arg(ni),
+                    arg(hi),
+                    arg(scale_log2),
+                ],
+            )?;
+        }
+        self.emit(taps, &name("attn.proj.input"), &ws.att, n, d, d, 0)?;
+        dev.linear(&ws.att, &w.proj_w, &ws.h, n, d, d)?;
+        self.bias_residual(&ws.h, w.proj_b.as_ref(), &ws.x, n, d)?;
+        self.emit(taps, &name("attn"), &ws.h, n, d, d, 0)?;
+
+        self.rms(&ws.x, &w.norm2, &ws.xn, n, d)?;
+        self.emit(taps, &name("norm2"), &ws.xn, n, d, d, 0)?;
+        dev.linear(&ws.xn, &w.gate_up_w, &ws.gu, n, d, 2 * inter)?;
+        self.swiglu(&ws.gu, w.gate_up_b.as_ref(), &ws.m, n, inter)?;
+        dev.linear(&ws.m, &w.down_w, &ws.h, n, inter, d)?;
+        self.bias_residual(&ws.h, w.down_b.as_ref(), &ws.x, n, d)?;
+        self.emit(taps, &name("mlp"), &ws.h, n, d, d, 0)?;
+        self.emit(taps, &name(""), &ws.x, n, d, d, 0)?;
+        Ok(())
+    }
+
+    /// post_layernorm of `x` [N, D] f32 into a new act buffer.
+    fn post_norm_dev(&self, x: &DBuf, n: usize) -> Result<DBuf, GpuError> {
+        let d = self.cfg.hidden_size;
+        let y = self
+            .dev
+            .alloc("post_layernorm [N, D]", n * d, self.dev.act())?;
+        self.rms(x, &self.w.post_norm, &y, n, d)?;
+        Ok(y)
+    }
+
+    /// The 2x2 downsample: act [N, D] viewed as [G, m*m*D] -> f32 [G, O].
+    fn downsample_dev(&self, y: &DBuf, n: usize) -> Result<DBuf, GpuError> {
+        let (d, o, unit) = (
+            self.cfg.hidden_size,
+            self.cfg.out_hidden_size,
+            self.cfg.merge_unit(),
+        );
+        let g = n / unit;
+        let ds = self.dev.alloc("downsample [G, O] f32", g * o, Dt::F32)?;
+        self.dev.linear(y, &self.w.down_w, &ds, g, unit * d, o)?;
+        self.add_bias(&ds, &self.w.down_b, g, o)?;
+        Ok(ds)
+    }
+
+    /// The merger on f32 [G, O]; returns f32 [G, O].
+    fn merger_dev(&self, ds: &DBuf, g: usize, taps: Taps<'_, '_>) -> Result<DBuf, GpuError> {
+        let (o, p) = (
+            self.cfg.out_hidden_size,
+            self.cfg.projection_intermediate_size,
+        );
+        let dev = &self.dev;
+        let act = dev.act();
+        let xin = if dev.bf16 {
+            let xa = dev.alloc("merger input [G, O] bf16", g * o, act)?;
+            let cnt = (g * o) as i64;
+            dev.launch(
+                "cast_act",
+                dev.grid_for(g * o),
+                256,
+                &[arg(ds.ptr), arg(xa.ptr), arg(cnt)],
+            )?;
+            Some(xa)
+        } else {
+            None
+        };
+        let mp = dev.alloc("merger.proj [G, O] f32", g * o, Dt::F32)?;
+        dev.linear(xin.as_ref().unwrap_or(ds), &self.w.m_proj_w, &mp, g, o, o)?;
+        drop(xin);
+        self.emit(taps, "merger.proj", &mp, g, o, o, 0)?;
+        let ln = if wants(taps, "merger.post_projection_norm") {
+            Some(dev.alloc("merger.post_projection_norm tap [G, O] f32", g * o, Dt::F32)?)
+        } else {
+            None
+        };
+        let a1 = dev.alloc("merger.act1 [G, O]", g * o, act)?;
+        let (lnp, cols, eps) = (ln.as_ref().map_or(0u64, |b| b.ptr), o as i32, 1e-5f32);
+        dev.launch(
+            "layer_norm_gelu",
+            (g as u32, 1, 1),
+            256,
+            &[
+                arg(mp.ptr),
+                arg(self.w.m_norm_w.ptr),
+                arg(self.w.m_norm_b.ptr),
+                arg(lnp),
+                arg(a1.ptr),
+                arg(cols),
+                arg(eps),
+            ],
+        )?;
+        if let Some(ln) = &ln {
+            self.emit(taps, "merger.post_projection_norm", ln, g, o, o, 0)?;
+        }
+        self.emit(taps, "merger.act1", &a1, g, o, o, 0)?;
+        let gu = dev.alloc("merger gate|up [G, 2P] f32", g * 2 * p, Dt::F32)?;
+        dev.linear(&a1, &self.w.m_gate_up_w, &gu, g, o, 2 * p)?;
+        self.emit(taps, "merger.gate_proj", &gu, g, p, 2 * p, 0)?;
+        self.emit(taps, "merger.up_proj", &gu, g, p, 2 * p, p)?;
+        let mm = dev.alloc("merger hidden [G, P]", g * p, act)?;
+        self.swiglu(&gu, None, &mm, g, p)?;
+        drop(gu);
+        let out = dev.alloc("merger output [G, O] f32", g * o, Dt::F32)?;
+        dev.linear(&mm, &self.w.m_down_w, &out, g, p, o)?;
+        self.emit(taps, "merger.down_proj", &out, g, o, o, 0)?;
+        self.emit(taps, "merger", &out, g, o, o, 0)?;
+        Ok(out)
+    }
+
+    /// The whole forward on device-resident pixels `px` (f32 [N, patch_dim]); returns the
+    /// embeddings on the device (f32 [G, O]). No host round trip unless a tap is wanted.
+    fn forward_dev(&self, px: &DBuf, geo: &Geo, taps: Taps<'_, '_>) -> Result<DBuf, GpuError> {
+        let cfg = &self.cfg;
+        let (n, d) = (geo.n, cfg.hidden_size);
+        let total = cfg.depth + 2;
+        let ws = self.ws(n, taps)?;
+        self.patch_embed_dev(px, n, &ws.x)?;
+        self.emit(taps, "patch_embed", &ws.x, n, d, d, 0)?;
+        if let (Some(sink), Some((c, s))) = (taps.as_deref_mut(), &geo.host_cos_sin) {
+            for (name, a) in [("rotary_pos_emb.cos", c), ("rotary_pos_emb.sin", s)] {
+                if sink.wants(name) {
+                    sink.tap(
+                        name,
+                        a.nrows(),
+                        a.ncols(),
+                        a.as_slice().expect("contiguous"),
+                    );
+                }
+            }
+        }
+        progress(taps, 1, total);
+        for i in 0..cfg.depth {
+            self.block_dev(i, &ws, geo, taps)?;
+            progress(taps, i + 2, total);
+        }
+        let post = self.post_norm_dev(&ws.x, n)?;
+        drop(ws);
+        self.emit(taps, "post_layernorm", &post, n, d, d, 0)?;
+        let ds = self.downsample_dev(&post, n)?;
+        drop(post);
+        let g = n / cfg.merge_unit();
+        self.emit(
+            taps,
+            "downsample",
+            &ds,
+            g,
+            cfg.out_hidden_size,
+            cfg.out_hidden_size,
+            0,
+        )?;
+        let out = self.merger_dev(&ds, g, taps)?;
+        progress(taps, total, total);
+        Ok(out)
+    }
+
+    fn upload_pixels(&self, pixel_values: ArrayView2<f32>) -> Result<DBuf, GpuError> {
+        let px = pixel_values.as_standard_layout();
+        self.dev.upload_f32(
+            "pixel values [N, patch_dim] f32",
+            px.as_slice().expect("contiguous"),
+            Dt::F32,
+        )
+    }
+
+    fn download2(&self, buf: &DBuf, rows: usize, cols: usize) -> Result<Array2<f32>, GpuError> {
+        let v = self.dev.download_f32(buf, 0, rows * cols)?;
+        Ok(Array2::from_shape_vec((rows, cols), v).expect("sizes match"))
+    }
+
+    /// The forward with typed errors (the [`Tower::forward`] body).
+    pub fn forward_gpu(
+        &self,
+        pixel_values: ArrayView2<f32>,
+        grid_thw: &[Grid],
+        mut taps: Option<&mut dyn TapSink>,
+    ) -> Result<Array2<f32>, GpuError> {
+        let cfg = &self.cfg;
+        geometry::validate_pixels(cfg, pixel_values.nrows(), pixel_values.ncols(), grid_thw)?;
+        let _g = self.guard();
+        let geo = self.geo_for_grids(grid_thw, taps.is_some())?;
+        let px = self.upload_pixels(pixel_values)?;
+        let out = self.forward_dev(&px, &geo, &mut taps)?;
+        let g = geo.n / cfg.merge_unit();
+        let r = self.download2(&out, g, cfg.out_hidden_size);
+        self.dev.sync("forward")?;
+        r
+    }
+
+    /// Times the device forward (pixels already on the device, no taps) with CUDA events:
+    /// `warmup` untimed runs, then `iters` timed ones. Returns each run's milliseconds.
+    pub fn time_forward(
+        &self,
+        pixel_values: ArrayView2<f32>,
+        grid_thw: &[Grid],
+        warmup: usize,
+        iters: usize,
+    ) -> Result<Vec<f64>, GpuError> {
+        let cfg = &self.cfg;
+        geometry::validate_pixels(cfg, pixel_values.nrows(), pixel_values.ncols(), grid_thw)?;
+        let _g = self.guard();
+        let geo = self.geo_for_grids(grid_thw, false)?;
+        let px = self.upload_pixels(pixel_values)?;
+        let mut none: Option<&mut dyn TapSink> = None;
+        for _ in 0..warmup {
+            drop(self.forward_dev(&px, &geo, &mut none)?);
+        }
+        self.dev.sync("warm-up")?;
+        let mut times = Vec::with_capacity(iters);
+        for _ in 0..iters {
+            let (e0, e1) = (self.dev.event()?, self.dev.event()?);
+            e0.record(&self.dev.stream)
+                .map_err(|e| GpuError::cuda("cuEventRecord", e))?;
+            let out = self.forward_dev(&px, &geo, &mut none)?;
+            e1.record(&self.dev.stream)
+                .map_err(|e| GpuError::cuda("cuEventRecord", e))?;
+            let ms = e0
+                .elapsed_ms(&e1)
+                .map_err(|e| GpuError::cuda("cuEventElapsedTime", e))?;
+            drop(out);
+            times.push(ms as f64);
+        }
+        self.dev.sync("timing")?;
+        Ok(times)
+    }
+
+    fn check_cols(what: &str, found: (usize, usize), cols: usize) -> Result<(), InputError> {
+        if found.1 == cols {
+            Ok(())
+        } else {
+            Err(InputError::Shape {
+                what: what.into(),
+                expected: vec![found.0, cols],
+                found: vec![found.0, found.1],
+            })
+        }
+    }
+}
+
+impl Dev {
+    /// Blocks of `threads` threads covering `n` items, one item per thread.
+    pub fn grid_for_threads(&self, n: usize, threads: usize) -> (u32, u32, u32) {
+        (n.div_ceil(threads).max(1) as u32, 1, 1)
+    }
+}
+
+impl Tower for GpuTower {
+    fn config(&self) -> &VisionConfig {
+        &self.cfg
+    }
+
+    fn describe(&self) -> String {
+        format!("gpu {} ({})", self.precision.name(), self.dev.info.name)
+    }
+
+    fn patch_embed(&self, pixel_values: ArrayView2<f32>) -> Result<Array2<f32>, TowerError> {
+        Self::check_cols("pixel_values", pixel_values.dim(), self.cfg.patch_dim())?;
+        let _g = self.guard();
+        let n = pixel_values.nrows();
+        let px = self.upload_pixels(pixel_values)?;
+        let x = self
+            .dev
+            .alloc("patch_embed [N, D] f32", n * self.cfg.hidden_size, Dt::F32)?;
+        self.patch_embed_dev(&px, n, &x)?;
+        Ok(self.download2(&x, n, self.cfg.hidden_size)?)
+    }
+
+    fn rope(&self, grid_thw: &[Grid]) -> Result<(Array2<f32>, Array2<f32>), TowerError> {
+        geometry::validate_grids(&self.cfg, grid_thw)?;
+        // Computed on the host (f32, the reference's formula) and uploaded once per forward.
+        let pos = geometry::positions(grid_thw, self.cfg.spatial_merge_size);
+        Ok(rope::tables::<f32>(
+            &pos,
+            self.cfg.head_dim(),
+            self.cfg.rope_parameters.rope_theta,
+        ))
+    }
+
+    fn block(
+        &self,
+        index: usize,
+        hidden: ArrayView2<f32>,
+        cos: ArrayView2<f32>,
+        sin: ArrayView2<f32>,
+        cu_seqlens: &[usize],
+        mut taps: Option<&mut dyn TapSink>,
+    ) -> Result<Array2<f32>, TowerError> {
+        let cfg = &self.cfg;
+        if index >= cfg.depth {
+            return Err(InputError::Block {
+                index,
+                depth: cfg.depth,
+            }
+            .into());
+        }
+        let n = hidden.nrows();
+        let hd = cfg.head_dim();
+        Self::check_cols("block hidden states", hidden.dim(), cfg.hidden_size)?;
+        for (what, a) in [("rope cos", &cos), ("rope sin", &sin)] {
+            if a.dim() != (n, hd) {
+                return Err(InputError::Shape {
+                    what: what.into(),
+                    expected: vec![n, hd],
+                    found: vec![a.nrows(), a.ncols()],
+                }
+                .into());
+            }
+        }
+        geometry::validate_cu_seqlens(cu_seqlens, n)?;
+        let _g = self.guard();
+        let geo = self.geo(&cos.to_owned(), &sin.to_owned(), cu_seqlens, false)?;
+        let ws = self.ws(n, &taps)?;
+        let h = hidden.as_standard_layout();
+        self.dev
+            .upload_into(&ws.x, h.as_slice().expect("contiguous"))?;
+        self.block_dev(index, &ws, &geo, &mut taps)?;
+        Ok(self.download2(&ws.x, n, cfg.hidden_size)?)
+    }
+
+    fn post_norm(&self, hidden: ArrayView2<f32>) -> Result<Array2<f32>, TowerError> {
+        Self::check_cols("post_layernorm input", hidden.dim(), self.cfg.hidden_size)?;
+        let _g = self.guard();
+        let n = hidden.nrows();
+        let h = hidden.as_standard_layout();
+        let x = self.dev.upload_f32(
+            "post_layernorm input",
+            h.as_slice().expect("contiguous"),
+            Dt::F32,
+        )?;
+        let y = self.post_norm_dev(&x, n)?;
+        Ok(self.download2(&y, n, self.cfg.hidden_size)?)
+    }
+
+    fn downsample(&self, hidden: ArrayView2<f32>) -> Result<Array2<f32>, TowerError> {
+        let cfg = &self.cfg;
+        Self::check_cols("downsample input", hidden.dim(), cfg.hidden_size)?;
+        let unit = cfg.merge_unit();
+        if !hidden.nrows().is_multiple_of(unit) {
+            return Err(InputError::Shape {
+                what: format!("downsample input (rows must be a multiple of {unit})"),
+                expected: vec![hidden.nrows().div_ceil(unit) * unit, cfg.hidden_size],
+                found: vec![hidden.nrows(), hidden.ncols()],
+            }
+            .into());
+        }
+        let _g = self.guard();
+        let n = hidden.nrows();
+        let h = hidden.as_standard_layout();
+        let x = self.dev.upload_f32(
+            "downsample input",
+            h.as_slice().expect("contiguous"),
+            self.dev.act(),
+        )?;
+        let ds = self.downsample_dev(&x, n)?;
+        Ok(self.download2(&ds, n / unit, cfg.out_hidden_size)?)
+    }
+
+    fn merger(
+        &self,
+        x: ArrayView2<f32>,
+        mut taps: Option<&mut dyn TapSink>,
+    ) -> Result<Array2<f32>, TowerError> {
+        let cfg = &self.cfg;
+        Self::check_cols("merger input", x.dim(), cfg.out_hidden_size)?;
+        let _g = self.guard();
+        let g = x.nrows();
+        let h = x.as_standard_layout();
+        let xd = self
+            .dev
+            .upload_f32("merger input", h.as_slice().expect("contiguous"), Dt::F32)?;
+        let out = self.merger_dev(&xd, g, &mut taps)?;
+        Ok(self.download2(&out, g, cfg.out_hidden_size)?)
+    }
+
+    fn forward(
+        &self,
+        pixel_values: ArrayView2<f32>,
+        grid_thw: &[Grid],
+        taps: Option<&mut dyn TapSink>,
+    ) -> Result<Array2<f32>, TowerError> {
+        Ok(self.forward_gpu(pixel_values, grid_thw, taps)?)
+    }
+}

@@ -1,0 +1,185 @@
+//! Tests of the GPU backend. Without a CUDA device they check that detection fails with a typed
+//! error (and print "skipped: no CUDA device"); with NVRTC present (a CUDA install or PyPI's
+//! `nvidia-cuda-nvrtc` on LD_LIBRARY_PATH) every kernel variant is compiled; with a device, the GPU
+//! tower is compared with the CPU reference on a small random tower, tap by tap.
+
+use glm5v_gpu::{
+    GpuError, GpuOptions, GpuTower, Precision, compile_kernels, device_available, nvrtc_available,
+};
+use glm5v_reference::{CpuTower, TapFilter, TapMap, Tower, TowerWeights, VisionConfig};
+use ndarray::Array2;
+use rand::{Rng, SeedableRng};
+
+#[test]
+fn detection_is_typed_and_never_panics() {
+    match device_available() {
+        Ok(info) => {
+            assert!(info.device_count >= 1);
+            assert!(info.total_bytes > 0);
+            eprintln!("device: {info:?}");
+        }
+        Err(e) => {
+            assert!(
+                matches!(
+                    e,
+                    GpuError::NoDevice { .. } | GpuError::MissingLibrary { .. }
+                ),
+                "{e:?}"
+            );
+            let msg = e.to_string();
+            assert!(msg.contains("CUDA"), "{msg}");
+            println!("skipped: no CUDA device ({msg})");
+        }
+    }
+}
+
+#[test]
+fn loading_without_a_device_is_an_error_not_a_panic() {
+    if device_available().is_ok() {
+        println!("a device is present: covered by gpu_matches_reference");
+        return;
+    }
+    let r = GpuTower::load(std::path::Path::new("/nonexistent"), GpuOptions::default());
+    let e = r.err().expect("no device: load must fail");
+    assert!(
+        matches!(
+            e,
+            GpuError::NoDevice { .. } | GpuError::MissingLibrary { .. }
+        ),
+        "{e:?}"
+    );
+    println!("skipped: no CUDA device");
+}
+
+#[test]
+fn kernels_compile_with_nvrtc() {
+    if !nvrtc_available() {
+        println!(
+            "skipped: NVRTC not found (no CUDA toolkit or nvidia-cuda-nvrtc on LD_LIBRARY_PATH)"
+        );
+        return;
+    }
+    for bf16 in [false, true] {
+        for hd in [16, 64] {
+            let ptx = compile_kernels(bf16, hd, "compute_90")
+                .unwrap_or_else(|e| panic!("bf16={bf16} hd={hd}: {e}"));
+            for k in [
+                "rms_norm",
+                "qk_norm_rope",
+                "attention",
+                "swiglu",
+                "layer_norm_gelu",
+                "cast_act",
+                "add_bias",
+                "bias_residual",
+            ] {
+                assert!(
+                    ptx.contains(&format!(".entry {k}")),
+                    "{k} missing from the PTX (bf16={bf16} hd={hd})"
+                );
+            }
+            let mma = ptx.contains(".entry attention_mma");
+            assert_eq!(
+                mma,
+                bf16 && hd == 64,
+                "the tensor-core attention is built for bf16 with head_dim 64 only"
+            );
+            if mma {
+                assert!(ptx.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
+            }
+        }
+    }
+}
+
+fn small_cfg() -> VisionConfig {
+    VisionConfig {
+        depth: 2,
+        hidden_size: 128,
+        num_heads: 2, // head_dim 64: the model's fast path
+        intermediate_size: 256,
+        out_hidden_size: 96,
+        projection_intermediate_size: 160,
+        rms_norm_eps: 1e-5,
+        swiglu_limit: 7.0,
+        ..VisionConfig::default()
+    }
+}
+
+/// Random weights: norms near 1, everything else small and centred (a stable random tower).
+fn random_weights(cfg: &VisionConfig, rng: &mut rand_chacha::ChaCha8Rng) -> TowerWeights<f32> {
+    let seed: u64 = rng.random();
+    TowerWeights::<f32>::from_fn(cfg, |name, values| {
+        let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(
+            seed ^ name.len() as u64 ^ (name.as_bytes()[name.len() / 2] as u64) << 32,
+        );
+        let fan_in = if name.ends_with("weight") && values.len() > 1024 {
+            1024.0f32
+        } else {
+            1.0
+        };
+        for v in values.iter_mut() {
+            let u: f32 = r.random_range(-1.0..1.0);
+            *v = if name.contains("norm") {
+                1.0 + 0.2 * u
+            } else {
+                u * (3.0 / fan_in).sqrt() * 0.5
+            };
+        }
+    })
+    .unwrap()
+}
+
+fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        num += (x as f64 - y as f64).powi(2);
+        den += (y as f64).powi(2);
+    }
+    (num / den.max(1e-300)).sqrt()
+}
+
+#[test]
+fn gpu_matches_reference() {
+    if device_available().is_err() {
+        println!("skipped: no CUDA device");
+        return;
+    }
+    let cfg = small_cfg();
+    let seed: u64 = rand::rng().random();
+    println!("seed {seed}");
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let weights = random_weights(&cfg, &mut rng);
+    // two images (two segments, one longer than a query tile) and a two-frame video
+    let grids = [[1, 12, 10], [1, 4, 6], [2, 4, 4]];
+    let n: usize = grids.iter().map(|g| g[0] * g[1] * g[2]).sum();
+    let px = Array2::from_shape_fn((n, cfg.patch_dim()), |_| rng.random_range(-1.8f32..2.1));
+    let cpu = CpuTower::new(weights.clone());
+    let mut want = TapMap::new(TapFilter::all());
+    cpu.forward(px.view(), &grids, Some(&mut want)).unwrap();
+    for (precision, tol) in [(Precision::F32, 1e-4), (Precision::Bf16, 3e-2)] {
+        let gpu = GpuTower::from_weights(&weights, GpuOptions { precision }).unwrap();
+        let mut got = TapMap::new(TapFilter::all());
+        let out = gpu.forward(px.view(), &grids, Some(&mut got)).unwrap();
+        let mut worst = 0.0f64;
+        for (name, w) in &want.taps {
+            let g = got
+                .get(name)
+                .unwrap_or_else(|| panic!("GPU has no tap {name}"));
+            assert_eq!((g.rows, g.cols), (w.rows, w.cols), "{name}");
+            let e = rel_l2(&g.data, &w.data);
+            println!("{:>5} {name:<32} {e:.3e}", precision.name());
+            assert!(e.is_finite());
+            worst = worst.max(e);
+        }
+        let fin = rel_l2(out.as_slice().unwrap(), &want.get("merger").unwrap().data);
+        println!(
+            "{} final rel L2 {fin:.3e}, worst tap {worst:.3e}",
+            precision.name()
+        );
+        assert!(
+            worst <= tol,
+            "{}: worst tap {worst:e} > {tol:e}",
+            precision.name()
+        );
+    }
+}
