@@ -46,7 +46,10 @@ fn default_rope_type() -> String {
 
 impl Default for RopeParameters {
     fn default() -> Self {
-        Self { rope_theta: default_rope_theta(), rope_type: default_rope_type() }
+        Self {
+            rope_theta: default_rope_theta(),
+            rope_type: default_rope_type(),
+        }
     }
 }
 
@@ -96,11 +99,14 @@ impl Default for VisionConfig {
 /// Upstream aliases (`attribute_map`): `num_attention_heads` -> `num_heads`, `num_hidden_layers` -> `depth`.
 fn apply_aliases(v: &mut serde_json::Value) {
     if let Some(obj) = v.as_object_mut() {
-        for (alias, name) in [("num_attention_heads", "num_heads"), ("num_hidden_layers", "depth")] {
-            if !obj.contains_key(name) {
-                if let Some(x) = obj.remove(alias) {
-                    obj.insert(name.to_string(), x);
-                }
+        for (alias, name) in [
+            ("num_attention_heads", "num_heads"),
+            ("num_hidden_layers", "depth"),
+        ] {
+            if !obj.contains_key(name)
+                && let Some(x) = obj.remove(alias)
+            {
+                obj.insert(name.to_string(), x);
             }
         }
     }
@@ -109,14 +115,20 @@ fn apply_aliases(v: &mut serde_json::Value) {
 impl VisionConfig {
     /// The GLM-5.3-Flash geometry (a real checkpoint sets `out_hidden_size` 4096).
     pub fn glm53_flash() -> Self {
-        Self { out_hidden_size: 4096, ..Self::default() }
+        Self {
+            out_hidden_size: 4096,
+            ..Self::default()
+        }
     }
 
     /// Parses a full (`vision_config` nested) or bare vision config from JSON text.
     /// `origin` names the source in error messages.
     pub fn from_json_str(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let root: serde_json::Value = serde_json::from_str(text)
-            .map_err(|source| ConfigError::Json { path: origin.to_string(), source })?;
+        let root: serde_json::Value =
+            serde_json::from_str(text).map_err(|source| ConfigError::Json {
+                path: origin.to_string(),
+                source,
+            })?;
         let mut vision = match root.get("vision_config") {
             Some(v) if v.is_object() => v.clone(),
             Some(_) => {
@@ -128,18 +140,30 @@ impl VisionConfig {
             None => root,
         };
         apply_aliases(&mut vision);
-        let cfg: VisionConfig = serde_json::from_value(vision)
-            .map_err(|source| ConfigError::Json { path: origin.to_string(), source })?;
-        cfg.validate().map_err(|reason| ConfigError::Invalid { path: origin.to_string(), reason })?;
+        let cfg: VisionConfig =
+            serde_json::from_value(vision).map_err(|source| ConfigError::Json {
+                path: origin.to_string(),
+                source,
+            })?;
+        cfg.validate().map_err(|reason| ConfigError::Invalid {
+            path: origin.to_string(),
+            reason,
+        })?;
         Ok(cfg)
     }
 
     /// Reads `config.json` from a file path (or from `DIR/config.json` when given a directory).
     pub fn from_path(path: &Path) -> Result<Self, ConfigError> {
-        let file = if path.is_dir() { path.join("config.json") } else { path.to_path_buf() };
+        let file = if path.is_dir() {
+            path.join("config.json")
+        } else {
+            path.to_path_buf()
+        };
         let origin = file.display().to_string();
-        let text = std::fs::read_to_string(&file)
-            .map_err(|source| ConfigError::Io { path: origin.clone(), source })?;
+        let text = std::fs::read_to_string(&file).map_err(|source| ConfigError::Io {
+            path: origin.clone(),
+            source,
+        })?;
         Self::from_json_str(&text, &origin)
     }
 
@@ -155,20 +179,23 @@ impl VisionConfig {
             ("temporal_patch_size", self.temporal_patch_size),
             ("out_hidden_size", self.out_hidden_size),
             ("intermediate_size", self.intermediate_size),
-            ("projection_intermediate_size", self.projection_intermediate_size),
+            (
+                "projection_intermediate_size",
+                self.projection_intermediate_size,
+            ),
         ];
         for (name, v) in nz {
             if v == 0 {
                 return Err(format!("`{name}` must be positive, found 0"));
             }
         }
-        if self.hidden_size % self.num_heads != 0 {
+        if !self.hidden_size.is_multiple_of(self.num_heads) {
             return Err(format!(
                 "hidden_size ({}) is not divisible by num_heads ({})",
                 self.hidden_size, self.num_heads
             ));
         }
-        if self.head_dim() % 4 != 0 {
+        if !self.head_dim().is_multiple_of(4) {
             return Err(format!(
                 "head_dim = hidden_size / num_heads = {} must be a multiple of 4 for the axial rope",
                 self.head_dim()
@@ -181,13 +208,22 @@ impl VisionConfig {
             ));
         }
         if self.hidden_act != "silu" {
-            return Err(format!("hidden_act must be \"silu\", found {:?}", self.hidden_act));
+            return Err(format!(
+                "hidden_act must be \"silu\", found {:?}",
+                self.hidden_act
+            ));
         }
         if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps >= 0.0) {
-            return Err(format!("rms_norm_eps must be finite and >= 0, found {}", self.rms_norm_eps));
+            return Err(format!(
+                "rms_norm_eps must be finite and >= 0, found {}",
+                self.rms_norm_eps
+            ));
         }
-        if !(self.swiglu_limit > 0.0) {
-            return Err(format!("swiglu_limit must be > 0, found {}", self.swiglu_limit));
+        if self.swiglu_limit.is_nan() || self.swiglu_limit <= 0.0 {
+            return Err(format!(
+                "swiglu_limit must be > 0, found {}",
+                self.swiglu_limit
+            ));
         }
         if !(self.rope_parameters.rope_theta.is_finite() && self.rope_parameters.rope_theta > 0.0) {
             return Err(format!(
@@ -238,8 +274,11 @@ mod tests {
 
     #[test]
     fn aliases_are_honoured() {
-        let c = VisionConfig::from_json_str(r#"{"num_hidden_layers": 3, "num_attention_heads": 8}"#, "x")
-            .unwrap();
+        let c = VisionConfig::from_json_str(
+            r#"{"num_hidden_layers": 3, "num_attention_heads": 8}"#,
+            "x",
+        )
+        .unwrap();
         assert_eq!((c.depth, c.num_heads), (3, 8));
     }
 
@@ -248,11 +287,16 @@ mod tests {
         let cases = [
             (r#"{"hidden_size": 100, "num_heads": 3}"#, "not divisible"),
             (r#"{"depth": 0}"#, "`depth` must be positive"),
-            (r#"{"rope_parameters": {"rope_theta": 1e4, "rope_type": "default"}}"#, "axial"),
+            (
+                r#"{"rope_parameters": {"rope_theta": 1e4, "rope_type": "default"}}"#,
+                "axial",
+            ),
             (r#"{"hidden_size": 72, "num_heads": 4}"#, "multiple of 4"),
         ];
         for (text, needle) in cases {
-            let err = VisionConfig::from_json_str(text, "cfg.json").unwrap_err().to_string();
+            let err = VisionConfig::from_json_str(text, "cfg.json")
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(needle), "{err:?} should contain {needle:?}");
             assert!(err.contains("cfg.json"), "{err:?} should name the file");
         }

@@ -1,0 +1,183 @@
+//! Speed of the reference tower at the GLM-5.3-Flash geometry (depth 24, hidden 1024, 16 heads,
+//! MLP 4096, out 4096, merger 10240) with synthetic weights built in memory.
+//!
+//!     cargo run --release -p glm5v-reference --example full_geometry -- [threads] [grid ...]
+//!
+//! Defaults: 2 threads, grids 8 and 32 (an 8x8 and a 32x32 patch image). Prints GEMM GFLOP/s
+//! for the tower's shapes and the forward time per grid (best of a few runs).
+
+use glm5v_reference::kernels::attention::attention;
+use glm5v_reference::kernels::gemm::{Par, SKINNY_MAX_ROWS, linear, matmul_into};
+use glm5v_reference::{CpuTower, Embedder, Threads, TowerWeights, VisionConfig};
+use ndarray::Array2;
+use rayon::prelude::*;
+use std::time::Instant;
+
+fn name_hash(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// A deterministic value in [-1, 1) for element `i` of the tensor whose name hashes to `seed`.
+fn hash01(seed: u64, i: usize) -> f32 {
+    let mut h = seed ^ i as u64;
+    h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^= h >> 29;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 32;
+    (h >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+}
+
+/// CPU seconds (user + system) this process has used, from /proc/self/stat (Linux; 0 elsewhere).
+/// On a shared machine, CPU time is steadier than wall time.
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    let after = &stat[stat.rfind(')').map_or(0, |p| p + 2)..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    ticks / 100.0
+}
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("numbers"))
+        .collect();
+    let threads = args.first().copied().unwrap_or(2);
+    let grids: Vec<usize> = if args.len() > 1 {
+        args[1..].to_vec()
+    } else {
+        vec![8, 32]
+    };
+    let cfg = VisionConfig::glm53_flash();
+
+    let t0 = Instant::now();
+    let weights = TowerWeights::<f32>::from_fn(&cfg, |name, values| {
+        let seed = name_hash(name);
+        let (base, amp) = if name.contains("norm") && name.ends_with("weight") {
+            (1.0, 0.1)
+        } else if name.ends_with("bias") {
+            (0.0, 0.02)
+        } else {
+            (0.0, 0.03)
+        };
+        values
+            .par_iter_mut()
+            .enumerate()
+            .for_each(|(i, v)| *v = base + amp * hash01(seed, i));
+    })
+    .expect("synthetic weights");
+    println!(
+        "built synthetic weights in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    let tower = CpuTower::new(weights);
+    let emb = Embedder::from_tower(Box::new(tower), Threads::Count(threads)).unwrap();
+
+    // GEMM throughput on the tower's shapes.
+    emb.install(|| {
+        for (m, k, n, what) in [
+            (64, 1024, 3072, "qkv, 8x8"),
+            (64, 1024, 8192, "gate+up, 8x8"),
+            (64, 4096, 1024, "down, 8x8"),
+            (1024, 1024, 3072, "qkv, 32x32"),
+            (1024, 1024, 8192, "gate+up, 32x32"),
+            (1024, 4096, 1024, "down, 32x32"),
+            (16, 4096, 20480, "merger gate+up, 8x8"),
+            (256, 4096, 20480, "merger gate+up, 32x32"),
+        ] {
+            let x = Array2::from_shape_fn((m, k), |(i, j)| hash01(1, i * k + j));
+            let w = Array2::from_shape_fn((n, k), |(i, j)| hash01(2, i * k + j));
+            let _ = linear(x.view(), w.view(), None, Par::Pool);
+            let reps = ((2e10 / (2.0 * (m * k * n) as f64)) as usize).clamp(2, 50);
+            let t = Instant::now();
+            for _ in 0..reps {
+                std::hint::black_box(linear(x.view(), w.view(), None, Par::Pool));
+            }
+            let s = t.elapsed().as_secs_f64() / reps as f64;
+            let mut line = format!(
+                "gemm {m:5} x {k:5} x {n:5} ({what:22}): {:7.1} GFLOP/s",
+                2.0 * (m * k * n) as f64 / s / 1e9
+            );
+            if m <= SKINNY_MAX_ROWS {
+                // the same product through the gemm crate, for comparison
+                let mut y = Array2::<f32>::zeros((m, n));
+                let t = Instant::now();
+                for _ in 0..reps {
+                    matmul_into(y.view_mut(), x.view(), w.t(), false, 1.0, Par::Pool);
+                }
+                let s = t.elapsed().as_secs_f64() / reps as f64;
+                line += &format!(
+                    "  (skinny kernel; gemm crate {:.1})",
+                    2.0 * (m * k * n) as f64 / s / 1e9
+                );
+            }
+            println!("{line}");
+        }
+    });
+
+    // Attention alone: one segment of 1024 tokens, 16 heads of 64.
+    emb.install(|| {
+        let (n, d) = (1024, 1024);
+        let q = Array2::from_shape_fn((n, d), |(i, j)| hash01(4, i * d + j));
+        let k = Array2::from_shape_fn((n, d), |(i, j)| hash01(5, i * d + j));
+        let v = Array2::from_shape_fn((n, d), |(i, j)| hash01(6, i * d + j));
+        let _ = attention(q.view(), k.view(), v.view(), &[0, n], 16, 0.125f32);
+        let t = Instant::now();
+        for _ in 0..5 {
+            std::hint::black_box(attention(
+                q.view(),
+                k.view(),
+                v.view(),
+                &[0, n],
+                16,
+                0.125f32,
+            ));
+        }
+        let s = t.elapsed().as_secs_f64() / 5.0;
+        println!(
+            "attention 1024 tokens x 16 heads: {:.1} ms, {:.1} GFLOP/s",
+            s * 1e3,
+            4.0 * (n * n * d) as f64 / s / 1e9
+        );
+    });
+
+    for g in grids {
+        let n = g * g;
+        let px =
+            Array2::from_shape_fn((n, cfg.patch_dim()), |(i, j)| hash01(3, i * 1176 + j) * 2.0);
+        let grid = [[1, g, g]];
+        let mut best = f64::INFINITY;
+        let mut best_cpu = f64::INFINITY;
+        let runs = if g <= 16 { 5 } else { 3 };
+        for _ in 0..runs {
+            let mut marks = Vec::new();
+            let c0 = cpu_seconds();
+            let t = Instant::now();
+            let mut cb = |done: usize, _total: usize| marks.push((done, t.elapsed().as_secs_f64()));
+            let out = emb
+                .embed_pixels_with(px.view(), &grid, None, Some(&mut cb))
+                .unwrap();
+            let s = t.elapsed().as_secs_f64();
+            best_cpu = best_cpu.min(cpu_seconds() - c0);
+            assert!(out.embeddings.iter().all(|v| v.is_finite()));
+            if s < best {
+                best = s;
+                let embed = marks[0].1;
+                let blocks = marks[marks.len() - 2].1 - embed;
+                let head = s - marks[marks.len() - 2].1;
+                println!(
+                    "grid {g}x{g} ({n} patches): {s:.3} s  [embed+rope {embed:.3}, 24 blocks {blocks:.3}, head {head:.3}]"
+                );
+            }
+        }
+        println!(
+            "grid {g}x{g}: best of {runs} = {best:.3} s on {threads} threads ({}); least CPU time {best_cpu:.2} s",
+            emb.tower().describe()
+        );
+    }
+}

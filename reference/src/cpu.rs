@@ -1,0 +1,332 @@
+//! The CPU tower: upstream's `Glm5NextVisionModel.forward`, stage by stage, in f32 or f64.
+
+use crate::config::VisionConfig;
+use crate::error::{InputError, TowerError};
+use crate::geometry::{self, Grid};
+use crate::kernels::act::{gelu, swiglu_rows};
+use crate::kernels::attention::attention;
+use crate::kernels::gemm::{Par, linear};
+use crate::kernels::{norm, rope};
+use crate::real::Real;
+use crate::taps::TapSink;
+use crate::tower::{Tower, progress};
+use crate::weights::TowerWeights;
+use ndarray::{Array2, ArrayView2, s};
+
+/// The reference tower on the CPU, computing in `F` (f32: upstream's f32 path; f64: tighter).
+pub struct CpuTower<F: Real> {
+    pub weights: TowerWeights<F>,
+}
+
+type Taps<'a, 'b> = &'a mut Option<&'b mut dyn TapSink>;
+
+/// Hands an `F` array to the sink as f32 (no copy in the f32 mode) when it wants `name`.
+fn emit<F: Real>(taps: Taps<'_, '_>, name: impl FnOnce() -> String, value: ArrayView2<F>) {
+    if let Some(sink) = taps.as_deref_mut() {
+        let name = name();
+        if sink.wants(&name) {
+            let value = value.as_standard_layout();
+            let data = F::as_f32s(value.as_slice().expect("standard layout"));
+            sink.tap(&name, value.nrows(), value.ncols(), &data);
+        }
+    }
+}
+
+fn to_real<F: Real>(x: ArrayView2<f32>) -> Array2<F> {
+    x.mapv(F::from_f32)
+}
+
+fn to_f32<F: Real>(x: Array2<F>) -> Array2<f32> {
+    x.mapv(|v| v.to_f64() as f32)
+}
+
+fn check_shape(
+    what: &str,
+    found: (usize, usize),
+    expected: (usize, usize),
+) -> Result<(), InputError> {
+    if found == expected {
+        Ok(())
+    } else {
+        Err(InputError::Shape {
+            what: what.into(),
+            expected: vec![expected.0, expected.1],
+            found: vec![found.0, found.1],
+        })
+    }
+}
+
+fn check_cols(what: &str, found: (usize, usize), cols: usize) -> Result<(), InputError> {
+    check_shape(what, found, (found.0, cols))
+}
+
+impl<F: Real> CpuTower<F> {
+    pub fn new(weights: TowerWeights<F>) -> Self {
+        Self { weights }
+    }
+
+    fn cfg(&self) -> &VisionConfig {
+        &self.weights.config
+    }
+
+    /// `[N, patch_dim]` -> `[N, D]`.
+    pub fn patch_embed_f(&self, px: ArrayView2<F>) -> Array2<F> {
+        let w = &self.weights;
+        linear(px, w.patch_w.view(), Some(w.patch_b.view()), Par::Pool)
+    }
+
+    /// `(cos, sin)`, each `[N, head_dim]`.
+    pub fn rope_f(&self, grid_thw: &[Grid]) -> (Array2<F>, Array2<F>) {
+        let cfg = self.cfg();
+        let pos = geometry::positions(grid_thw, cfg.spatial_merge_size);
+        rope::tables(&pos, cfg.head_dim(), cfg.rope_parameters.rope_theta)
+    }
+
+    /// `Glm5NextVisionBlock.forward`: `x + attn(norm1(x))`, then `+ mlp(norm2(.))`.
+    pub fn block_f(
+        &self,
+        i: usize,
+        x: ArrayView2<F>,
+        cos: ArrayView2<F>,
+        sin: ArrayView2<F>,
+        cu_seqlens: &[usize],
+        taps: Taps<'_, '_>,
+    ) -> Array2<F> {
+        let cfg = self.cfg();
+        let w = &self.weights.blocks[i];
+        let (d, heads) = (cfg.hidden_size, cfg.num_heads);
+        let eps = cfg.rms_norm_eps;
+
+        // attention
+        let x1 = norm::rms_norm(x, w.norm1.view(), eps); // [N, D]
+        emit(taps, || format!("blocks.{i}.norm1"), x1.view());
+        let qkv = linear(
+            x1.view(),
+            w.qkv_w.view(),
+            w.qkv_b.as_ref().map(|b| b.view()),
+            Par::Pool,
+        ); // [N, 3D]
+        drop(x1);
+        emit(taps, || format!("blocks.{i}.attn.qkv"), qkv.view());
+        let mut q = norm::rms_norm_groups(qkv.slice(s![.., 0..d]), w.q_norm.view(), eps); // [N, D]
+        let mut k = norm::rms_norm_groups(qkv.slice(s![.., d..2 * d]), w.k_norm.view(), eps);
+        emit(taps, || format!("blocks.{i}.attn.q_norm"), q.view());
+        emit(taps, || format!("blocks.{i}.attn.k_norm"), k.view());
+        rope::apply(q.view_mut(), cos, sin);
+        rope::apply(k.view_mut(), cos, sin);
+        let scale = F::from_f64((cfg.head_dim() as f64).powf(-0.5));
+        let a = attention(
+            q.view(),
+            k.view(),
+            qkv.slice(s![.., 2 * d..]),
+            cu_seqlens,
+            heads,
+            scale,
+        ); // [N, D]
+        drop((q, k, qkv));
+        emit(taps, || format!("blocks.{i}.attn.proj.input"), a.view());
+        let mut h = linear(
+            a.view(),
+            w.proj_w.view(),
+            w.proj_b.as_ref().map(|b| b.view()),
+            Par::Pool,
+        );
+        drop(a);
+        emit(taps, || format!("blocks.{i}.attn"), h.view());
+        h += &x; // hidden_states + attn(...)
+
+        // MLP
+        let x2 = norm::rms_norm(h.view(), w.norm2.view(), eps);
+        emit(taps, || format!("blocks.{i}.norm2"), x2.view());
+        let gu = linear(
+            x2.view(),
+            w.gate_up_w.view(),
+            w.gate_up_b.as_ref().map(|b| b.view()),
+            Par::Pool,
+        ); // [N, 2I]
+        drop(x2);
+        let m = swiglu_rows(gu.view(), F::from_f64(cfg.swiglu_limit)); // [N, I]
+        drop(gu);
+        let mut out = linear(
+            m.view(),
+            w.down_w.view(),
+            w.down_b.as_ref().map(|b| b.view()),
+            Par::Pool,
+        );
+        drop(m);
+        emit(taps, || format!("blocks.{i}.mlp"), out.view());
+        out += &h; // hidden_states + mlp(...)
+        emit(taps, || format!("blocks.{i}"), out.view());
+        out
+    }
+
+    /// `post_layernorm`.
+    pub fn post_norm_f(&self, x: ArrayView2<F>) -> Array2<F> {
+        norm::rms_norm(x, self.weights.post_norm.view(), self.cfg().rms_norm_eps)
+    }
+
+    /// The Conv2d downsample as one product: `[N, D]` -> `[G, m*m*D]` (free reshape) -> `[G, O]`.
+    pub fn downsample_f(&self, x: ArrayView2<F>) -> Array2<F> {
+        let unit = self.cfg().merge_unit();
+        let x = x.as_standard_layout();
+        let (n, d) = x.dim();
+        let xr = x
+            .view()
+            .into_shape_with_order((n / unit, unit * d))
+            .expect("contiguous rows");
+        linear(
+            xr,
+            self.weights.down_w.view(),
+            Some(self.weights.down_b.view()),
+            Par::Pool,
+        )
+    }
+
+    /// `Glm5NextVisionPatchMerger.forward`.
+    pub fn merger_f(&self, x: ArrayView2<F>, taps: Taps<'_, '_>) -> Array2<F> {
+        let w = &self.weights.merger;
+        let p = self.cfg().projection_intermediate_size;
+        let h = linear(x, w.proj_w.view(), None, Par::Pool);
+        emit(taps, || "merger.proj".into(), h.view());
+        let mut h = norm::layer_norm(h.view(), w.norm_w.view(), w.norm_b.view(), 1e-5);
+        emit(taps, || "merger.post_projection_norm".into(), h.view());
+        h.par_mapv_inplace(gelu);
+        emit(taps, || "merger.act1".into(), h.view());
+        let gu = linear(h.view(), w.gate_up_w.view(), None, Par::Pool); // [G, 2P]
+        emit(taps, || "merger.gate_proj".into(), gu.slice(s![.., ..p]));
+        emit(taps, || "merger.up_proj".into(), gu.slice(s![.., p..]));
+        let m = swiglu_rows(gu.view(), F::from_f64(self.cfg().swiglu_limit));
+        let out = linear(m.view(), w.down_w.view(), None, Par::Pool);
+        emit(taps, || "merger.down_proj".into(), out.view());
+        emit(taps, || "merger".into(), out.view());
+        out
+    }
+
+    /// The whole forward in `F` (inputs validated by the caller).
+    fn forward_f(
+        &self,
+        pixel_values: ArrayView2<f32>,
+        grid_thw: &[Grid],
+        taps: Taps<'_, '_>,
+    ) -> Array2<F> {
+        let cfg = self.cfg();
+        let total = cfg.depth + 2;
+        let px = to_real::<F>(pixel_values);
+        let mut x = self.patch_embed_f(px.view());
+        drop(px);
+        emit(taps, || "patch_embed".into(), x.view());
+        let (cos, sin) = self.rope_f(grid_thw);
+        emit(taps, || "rotary_pos_emb.cos".into(), cos.view());
+        emit(taps, || "rotary_pos_emb.sin".into(), sin.view());
+        progress(taps, 1, total);
+        let cu = geometry::cu_seqlens(grid_thw);
+        for i in 0..cfg.depth {
+            x = self.block_f(i, x.view(), cos.view(), sin.view(), &cu, taps);
+            progress(taps, i + 2, total);
+        }
+        let x = self.post_norm_f(x.view());
+        emit(taps, || "post_layernorm".into(), x.view());
+        let x = self.downsample_f(x.view());
+        emit(taps, || "downsample".into(), x.view());
+        let out = self.merger_f(x.view(), taps);
+        progress(taps, total, total);
+        out
+    }
+}
+
+impl<F: Real> Tower for CpuTower<F> {
+    fn config(&self) -> &VisionConfig {
+        self.cfg()
+    }
+
+    fn describe(&self) -> String {
+        format!("reference {}", F::NAME)
+    }
+
+    fn patch_embed(&self, pixel_values: ArrayView2<f32>) -> Result<Array2<f32>, TowerError> {
+        check_cols("pixel_values", pixel_values.dim(), self.cfg().patch_dim())?;
+        Ok(to_f32(
+            self.patch_embed_f(to_real::<F>(pixel_values).view()),
+        ))
+    }
+
+    fn rope(&self, grid_thw: &[Grid]) -> Result<(Array2<f32>, Array2<f32>), TowerError> {
+        geometry::validate_grids(self.cfg(), grid_thw)?;
+        let (c, s) = self.rope_f(grid_thw);
+        Ok((to_f32(c), to_f32(s)))
+    }
+
+    fn block(
+        &self,
+        index: usize,
+        hidden: ArrayView2<f32>,
+        cos: ArrayView2<f32>,
+        sin: ArrayView2<f32>,
+        cu_seqlens: &[usize],
+        mut taps: Option<&mut dyn TapSink>,
+    ) -> Result<Array2<f32>, TowerError> {
+        let cfg = self.cfg();
+        if index >= cfg.depth {
+            return Err(InputError::Block {
+                index,
+                depth: cfg.depth,
+            }
+            .into());
+        }
+        let n = hidden.nrows();
+        check_cols("block hidden states", hidden.dim(), cfg.hidden_size)?;
+        check_shape("rope cos", cos.dim(), (n, cfg.head_dim()))?;
+        check_shape("rope sin", sin.dim(), (n, cfg.head_dim()))?;
+        geometry::validate_cu_seqlens(cu_seqlens, n)?;
+        let (x, c, s) = (to_real::<F>(hidden), to_real::<F>(cos), to_real::<F>(sin));
+        Ok(to_f32(self.block_f(
+            index,
+            x.view(),
+            c.view(),
+            s.view(),
+            cu_seqlens,
+            &mut taps,
+        )))
+    }
+
+    fn post_norm(&self, hidden: ArrayView2<f32>) -> Result<Array2<f32>, TowerError> {
+        check_cols("post_layernorm input", hidden.dim(), self.cfg().hidden_size)?;
+        Ok(to_f32(self.post_norm_f(to_real::<F>(hidden).view())))
+    }
+
+    fn downsample(&self, hidden: ArrayView2<f32>) -> Result<Array2<f32>, TowerError> {
+        let cfg = self.cfg();
+        check_cols("downsample input", hidden.dim(), cfg.hidden_size)?;
+        let unit = cfg.merge_unit();
+        if !hidden.nrows().is_multiple_of(unit) {
+            let rows = hidden.nrows().div_ceil(unit) * unit;
+            return Err(InputError::Shape {
+                what: format!("downsample input (rows must be a multiple of {unit})"),
+                expected: vec![rows, cfg.hidden_size],
+                found: vec![hidden.nrows(), hidden.ncols()],
+            }
+            .into());
+        }
+        Ok(to_f32(self.downsample_f(to_real::<F>(hidden).view())))
+    }
+
+    fn merger(
+        &self,
+        x: ArrayView2<f32>,
+        mut taps: Option<&mut dyn TapSink>,
+    ) -> Result<Array2<f32>, TowerError> {
+        check_cols("merger input", x.dim(), self.cfg().out_hidden_size)?;
+        Ok(to_f32(self.merger_f(to_real::<F>(x).view(), &mut taps)))
+    }
+
+    fn forward(
+        &self,
+        pixel_values: ArrayView2<f32>,
+        grid_thw: &[Grid],
+        mut taps: Option<&mut dyn TapSink>,
+    ) -> Result<Array2<f32>, TowerError> {
+        let cfg = self.cfg();
+        geometry::validate_pixels(cfg, pixel_values.nrows(), pixel_values.ncols(), grid_thw)?;
+        Ok(to_f32(self.forward_f(pixel_values, grid_thw, &mut taps)))
+    }
+}

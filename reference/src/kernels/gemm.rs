@@ -1,0 +1,168 @@
+//! Matrix products through the `gemm` crate (runtime-dispatched AVX-512/AVX2 kernels).
+//! Weights stay `[out, in]`; their transposes are read through strides, never copied.
+
+use crate::real::Real;
+use gemm::Parallelism;
+use ndarray::{Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis};
+
+/// Whether a product may use the rayon pool it is called from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Par {
+    /// Single-threaded (inside an already parallel loop).
+    Seq,
+    /// All threads of the current rayon pool.
+    Pool,
+}
+
+impl Par {
+    fn gemm(self) -> Parallelism {
+        match self {
+            Par::Seq => Parallelism::None,
+            Par::Pool => Parallelism::Rayon(0),
+        }
+    }
+}
+
+/// `dst = (accumulate ? dst : 0) + scale * a · b` with `a` `[m, k]`, `b` `[k, n]`, `dst` `[m, n]`;
+/// any strides (pass `w.t()` to multiply by a transposed weight).
+///
+/// # Panics
+/// If the shapes disagree (a caller bug: inputs are validated before reaching a kernel).
+pub fn matmul_into<F: Real>(
+    mut dst: ArrayViewMut2<F>,
+    a: ArrayView2<F>,
+    b: ArrayView2<F>,
+    accumulate: bool,
+    scale: F,
+    par: Par,
+) {
+    let (m, k) = a.dim();
+    let (k2, n) = b.dim();
+    assert_eq!(k, k2, "matmul: inner dimensions differ");
+    assert_eq!(dst.dim(), (m, n), "matmul: destination shape");
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            dst.fill(F::ZERO);
+        }
+        return;
+    }
+    let (ds, as_, bs) = (
+        dst.strides().to_vec(),
+        a.strides().to_vec(),
+        b.strides().to_vec(),
+    );
+    // SAFETY: the pointers and strides come from live ndarray views of the stated shapes; `dst`
+    // is borrowed mutably and cannot alias `a` or `b`.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            ds[1],
+            ds[0],
+            accumulate,
+            a.as_ptr(),
+            as_[1],
+            as_[0],
+            b.as_ptr(),
+            bs[1],
+            bs[0],
+            F::ONE,
+            scale,
+            false,
+            false,
+            false,
+            par.gemm(),
+        );
+    }
+}
+
+/// Up to this many rows, a pooled f32 `linear` on contiguous operands uses the skinny kernel
+/// (`kernels::skinny`) where the CPU has AVX-512.
+pub const SKINNY_MAX_ROWS: usize = 96;
+
+/// A `Linear`: `x · wᵀ + bias` with `x` `[m, in]`, `w` `[out, in]`, `bias` `[out]`; returns `[m, out]`.
+pub fn linear<F: Real>(
+    x: ArrayView2<F>,
+    w: ArrayView2<F>,
+    bias: Option<ArrayView1<F>>,
+    par: Par,
+) -> Array2<F> {
+    let (m, out) = (x.nrows(), w.nrows());
+    if par == Par::Pool
+        && m <= SKINNY_MAX_ROWS
+        && let (Some(xs), Some(ws)) = (x.as_slice(), w.as_slice())
+    {
+        let bs = bias
+            .as_ref()
+            .map(|b| b.as_slice().expect("contiguous bias"));
+        let mut y = vec![F::ZERO; m * out];
+        if F::linear_skinny(xs, ws, bs, &mut y, m, x.ncols(), out) {
+            return Array2::from_shape_vec((m, out), y).expect("shape");
+        }
+    }
+    let mut y = Array2::<F>::from_elem((m, out), F::ZERO);
+    let accumulate = match bias {
+        Some(b) => {
+            y.axis_iter_mut(Axis(0)).for_each(|mut row| row.assign(&b));
+            true
+        }
+        None => false,
+    };
+    matmul_into(y.view_mut(), x, w.t(), accumulate, F::ONE, par);
+    y
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::Array1;
+
+    fn naive(x: &Array2<f64>, w: &Array2<f64>, b: Option<&Array1<f64>>) -> Array2<f64> {
+        let mut y = Array2::zeros((x.nrows(), w.nrows()));
+        for i in 0..x.nrows() {
+            for o in 0..w.nrows() {
+                let mut s = b.map_or(0.0, |b| b[o]);
+                for j in 0..x.ncols() {
+                    s += x[[i, j]] * w[[o, j]];
+                }
+                y[[i, o]] = s;
+            }
+        }
+        y
+    }
+
+    #[test]
+    fn linear_matches_a_naive_loop() {
+        let mut seed = 1u64;
+        let mut rnd = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 11) as f64 / (1u64 << 53) as f64) - 0.5
+        };
+        for (m, k, n) in [(1, 1, 1), (7, 13, 5), (33, 64, 70)] {
+            let x = Array2::from_shape_fn((m, k), |_| rnd());
+            let w = Array2::from_shape_fn((n, k), |_| rnd());
+            let b = Array1::from_shape_fn(n, |_| rnd());
+            for par in [Par::Seq, Par::Pool] {
+                let y = linear(x.view(), w.view(), Some(b.view()), par);
+                let want = naive(&x, &w, Some(&b));
+                assert!((&y - &want).iter().all(|d| d.abs() < 1e-13), "{m}x{k}x{n}");
+                let y = linear(x.view(), w.view(), None, par);
+                let want = naive(&x, &w, None);
+                assert!((&y - &want).iter().all(|d| d.abs() < 1e-13));
+            }
+            // a strided (column-block) input view
+            let wide = Array2::from_shape_fn((m, 2 * k), |_| rnd());
+            let x2 = wide.slice(ndarray::s![.., k..]);
+            let y = linear(x2, w.view(), None, Par::Seq);
+            let want = naive(&x2.to_owned(), &w, None);
+            assert!((&y - &want).iter().all(|d| d.abs() < 1e-13));
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! RMSNorm (upstream `Glm5NextRMSNorm`) and LayerNorm (`torch.nn.LayerNorm`).
+//! Sums of squares and means accumulate in f64, so the f32 path rounds once per row statistic.
+
+use crate::real::Real;
+use ndarray::{Array2, ArrayView1, ArrayView2, Axis, Zip};
+
+/// `w * (x * rsqrt(mean(x^2) + eps))` over each row; `x` `[rows, n]`, `w` `[n]`.
+pub fn rms_norm<F: Real>(x: ArrayView2<F>, w: ArrayView1<F>, eps: f64) -> Array2<F> {
+    rms_norm_groups(x, w, eps)
+}
+
+/// RMSNorm over each group of `w.len()` consecutive columns (the per-head q/k norms: `x` is
+/// `[tokens, heads * head_dim]`, `w` `[head_dim]`). `x` may be a strided column block.
+pub fn rms_norm_groups<F: Real>(x: ArrayView2<F>, w: ArrayView1<F>, eps: f64) -> Array2<F> {
+    let g = w.len();
+    assert_eq!(
+        x.ncols() % g,
+        0,
+        "rms_norm: width is not a multiple of the weight length"
+    );
+    let eps = F::from_f64(eps);
+    let mut y = Array2::<F>::from_elem(x.raw_dim(), F::ZERO);
+    Zip::from(y.axis_iter_mut(Axis(0)))
+        .and(x.axis_iter(Axis(0)))
+        .par_for_each(|mut yr, xr| {
+            for c0 in (0..xr.len()).step_by(g) {
+                let mut sum = 0.0f64;
+                for c in c0..c0 + g {
+                    let v = xr[c];
+                    sum += (v * v).to_f64(); // pow(2) in F, then summed
+                }
+                let var = F::from_f64(sum / g as f64);
+                let r = F::ONE / (var + eps).sqrt();
+                for c in c0..c0 + g {
+                    yr[c] = w[c - c0] * (xr[c] * r);
+                }
+            }
+        });
+    y
+}
+
+/// LayerNorm over each row: `(x - mean) / sqrt(var + eps) * w + b` (biased variance).
+pub fn layer_norm<F: Real>(
+    x: ArrayView2<F>,
+    w: ArrayView1<F>,
+    b: ArrayView1<F>,
+    eps: f64,
+) -> Array2<F> {
+    let n = x.ncols();
+    let mut y = Array2::<F>::from_elem(x.raw_dim(), F::ZERO);
+    Zip::from(y.axis_iter_mut(Axis(0)))
+        .and(x.axis_iter(Axis(0)))
+        .par_for_each(|mut yr, xr| {
+            let mean = xr.iter().map(|v| v.to_f64()).sum::<f64>() / n as f64;
+            let var = xr.iter().map(|v| (v.to_f64() - mean).powi(2)).sum::<f64>() / n as f64;
+            let mean = F::from_f64(mean);
+            let rstd = F::from_f64(1.0 / (var + eps).sqrt());
+            for c in 0..n {
+                yr[c] = (xr[c] - mean) * rstd * w[c] + b[c];
+            }
+        });
+    y
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::{Array1, array};
+
+    #[test]
+    fn rms_norm_matches_the_formula() {
+        let x = array![[1.0f64, -2.0, 3.0, 0.5], [0.0, 0.0, 0.0, 0.0]];
+        let w = array![0.5f64, 1.0, 2.0, -1.0];
+        let eps = 1e-3;
+        let y = rms_norm(x.view(), w.view(), eps);
+        let ms: f64 = (1.0 + 4.0 + 9.0 + 0.25) / 4.0;
+        let r = 1.0 / (ms + eps).sqrt();
+        let want = array![[0.5 * r, -2.0 * r, 6.0 * r, -0.5 * r], [0.0, 0.0, 0.0, 0.0]];
+        assert!((&y - &want).iter().all(|d| d.abs() < 1e-15), "{y}");
+    }
+
+    #[test]
+    fn per_head_groups_are_independent() {
+        let x = Array2::from_shape_fn((3, 8), |(i, j)| (i * 8 + j) as f64 * 0.37 - 2.0);
+        let w = array![1.5f64, -0.5, 2.0, 0.25];
+        let y = rms_norm_groups(x.view(), w.view(), 1e-6);
+        for h in 0..2 {
+            let part = x.slice(ndarray::s![.., h * 4..h * 4 + 4]);
+            let yh = rms_norm(part, w.view(), 1e-6);
+            assert_eq!(y.slice(ndarray::s![.., h * 4..h * 4 + 4]), yh);
+        }
+    }
+
+    #[test]
+    fn layer_norm_matches_the_formula() {
+        let x = array![[1.0f64, 2.0, 4.0, 7.0]];
+        let w = Array1::from(vec![1.0, 2.0, 0.5, -1.0]);
+        let b = Array1::from(vec![0.1, 0.0, -0.1, 0.2]);
+        let y = layer_norm(x.view(), w.view(), b.view(), 1e-5);
+        let mean = 3.5;
+        let var = (6.25 + 2.25 + 0.25 + 12.25) / 4.0;
+        for c in 0..4 {
+            let want = (x[[0, c]] - mean) / (var + 1e-5f64).sqrt() * w[c] + b[c];
+            assert!((y[[0, c]] - want).abs() < 1e-15);
+        }
+    }
+}

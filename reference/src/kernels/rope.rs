@@ -1,0 +1,132 @@
+//! The axial 2-D rope (upstream `Glm5NextVisionRotaryEmbedding` + `apply_rotary_pos_emb_vision`).
+
+use crate::real::Real;
+use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis, Zip};
+
+/// `inv_freq[j] = 1 / theta^((2j) / (head_dim/2))` for `j < head_dim/4`, each step rounded in `F`
+/// as torch does in f32 (the exponent, the power, the reciprocal).
+pub fn inv_freq<F: Real>(head_dim: usize, theta: f64) -> Vec<F> {
+    let spatial = head_dim / 2;
+    let base = F::from_f64(theta).to_f64();
+    (0..spatial)
+        .step_by(2)
+        .map(|k| {
+            let e = F::from_f64(k as f64) / F::from_f64(spatial as f64);
+            F::ONE / F::from_f64(base.powf(e.to_f64()))
+        })
+        .collect()
+}
+
+/// The (cos, sin) tables the blocks receive, each `[tokens, head_dim]`: for a token at (h, w),
+/// angles = cat(h * inv_freq, w * inv_freq) repeated twice over head_dim.
+pub fn tables<F: Real>(
+    positions: &[[usize; 2]],
+    head_dim: usize,
+    theta: f64,
+) -> (Array2<F>, Array2<F>) {
+    let inv = inv_freq::<F>(head_dim, theta);
+    let q = inv.len(); // head_dim / 4
+    let n = positions.len();
+    let mut cos = Array2::<F>::from_elem((n, head_dim), F::ZERO);
+    let mut sin = Array2::<F>::from_elem((n, head_dim), F::ZERO);
+    Zip::from(cos.axis_iter_mut(Axis(0)))
+        .and(sin.axis_iter_mut(Axis(0)))
+        .and(ndarray::ArrayView1::from(positions))
+        .par_for_each(|mut c, mut s, &[h, w]| {
+            for (axis, pos) in [h, w].into_iter().enumerate() {
+                for (j, &f) in inv.iter().enumerate() {
+                    let angle = F::from_f64(pos as f64) * f;
+                    let (cv, sv) = (angle.cos(), angle.sin());
+                    for rep in 0..2 {
+                        let col = rep * 2 * q + axis * q + j;
+                        c[col] = cv;
+                        s[col] = sv;
+                    }
+                }
+            }
+        });
+    (cos, sin)
+}
+
+/// Rotates `x` `[tokens, heads * head_dim]` in place: `x * cos + rotate_half(x) * sin` per head,
+/// rotate_half pairing d with d + head_dim/2 (`[-x2, x1]`).
+pub fn apply<F: Real>(mut x: ArrayViewMut2<F>, cos: ArrayView2<F>, sin: ArrayView2<F>) {
+    let hd = cos.ncols();
+    let half = hd / 2;
+    assert_eq!(
+        x.ncols() % hd,
+        0,
+        "rope: width is not a multiple of head_dim"
+    );
+    assert_eq!(x.nrows(), cos.nrows(), "rope: table rows");
+    Zip::from(x.axis_iter_mut(Axis(0)))
+        .and(cos.axis_iter(Axis(0)))
+        .and(sin.axis_iter(Axis(0)))
+        .par_for_each(|mut row, c, s| {
+            let mut head = vec![F::ZERO; hd];
+            for h0 in (0..row.len()).step_by(hd) {
+                for d in 0..hd {
+                    head[d] = row[h0 + d];
+                }
+                for d in 0..hd {
+                    let rot = if d < half {
+                        -head[d + half]
+                    } else {
+                        head[d - half]
+                    };
+                    row[h0 + d] = head[d] * c[d] + rot * s[d];
+                }
+            }
+        });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_match_a_hand_computed_case() {
+        // head_dim 8: inv_freq = [1, theta^-0.5]; token at (h, w) = (2, 3), theta 100.
+        let (cos, sin) = tables::<f64>(&[[0, 0], [2, 3]], 8, 100.0);
+        let f = [1.0, 0.1];
+        let angles = [2.0 * f[0], 2.0 * f[1], 3.0 * f[0], 3.0 * f[1]];
+        for col in 0..8 {
+            let a = angles[col % 4];
+            assert!((cos[[1, col]] - a.cos()).abs() < 1e-15, "cos col {col}");
+            assert!((sin[[1, col]] - a.sin()).abs() < 1e-15, "sin col {col}");
+            assert_eq!((cos[[0, col]], sin[[0, col]]), (1.0, 0.0));
+        }
+        let inv32 = inv_freq::<f32>(16, 10_000.0);
+        assert_eq!(inv32.len(), 4);
+        for (j, v) in inv32.iter().enumerate() {
+            let want = 1.0 / 10_000f64.powf(2.0 * j as f64 / 8.0);
+            assert!(((*v as f64) - want).abs() <= 1e-7 * want);
+        }
+    }
+
+    #[test]
+    fn apply_is_rotate_half() {
+        // one token, two heads of 4: angle pairs (d, d+2)
+        let (cos, sin) = tables::<f64>(&[[1, 2]], 4, 10.0);
+        let mut x = ndarray::array![[1.0f64, 2.0, 3.0, 4.0, -1.0, 0.5, 0.25, 2.0]];
+        let orig = x.clone();
+        apply(x.view_mut(), cos.view(), sin.view());
+        for h in 0..2 {
+            let o = |d: usize| orig[[0, h * 4 + d]];
+            let (c, s) = (|d: usize| cos[[0, d]], |d: usize| sin[[0, d]]);
+            let want = [
+                o(0) * c(0) - o(2) * s(0),
+                o(1) * c(1) - o(3) * s(1),
+                o(2) * c(2) + o(0) * s(2),
+                o(3) * c(3) + o(1) * s(3),
+            ];
+            for d in 0..4 {
+                assert!((x[[0, h * 4 + d]] - want[d]).abs() < 1e-15);
+            }
+        }
+        // a rotation keeps each (d, d + half) pair's norm
+        let n0 = orig[[0, 0]].powi(2) + orig[[0, 2]].powi(2);
+        let n1 = x[[0, 0]].powi(2) + x[[0, 2]].powi(2);
+        assert!((n0 - n1).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,180 @@
+//! The float type a CPU forward runs in: `f32` (upstream's f32 path) or `f64` (the tighter oracle).
+//! One generic forward serves both; the few places where the two differ (exp, erf, taps) live here.
+
+use std::borrow::Cow;
+use std::fmt::Debug;
+use std::ops::{Add, AddAssign, Div, Mul, MulAssign, Neg, Sub, SubAssign};
+
+/// `f32` or `f64`. Implemented for nothing else (the `gemm` crate dispatches on these two).
+pub trait Real:
+    Copy
+    + Send
+    + Sync
+    + Debug
+    + Default
+    + PartialOrd
+    + 'static
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + Neg<Output = Self>
+    + AddAssign
+    + SubAssign
+    + MulAssign
+{
+    const ZERO: Self;
+    const ONE: Self;
+    /// "f32" or "f64" (the `precision` of a tap dump).
+    const NAME: &'static str;
+    fn from_f64(x: f64) -> Self;
+    fn from_f32(x: f32) -> Self;
+    fn to_f64(self) -> f64;
+    fn sqrt(self) -> Self;
+    fn cos(self) -> Self;
+    fn sin(self) -> Self;
+    fn exp(self) -> Self;
+    /// The error function, accurate to about one unit in the last place of `Self`.
+    fn erf(self) -> Self;
+    fn is_finite(self) -> bool;
+    /// `self * a + b` with one rounding (only called where the CPU has FMA instructions).
+    fn mul_add(self, a: Self, b: Self) -> Self;
+    /// A few-row product through the skinny kernel (`kernels::skinny`), when there is one for
+    /// this type and CPU; returns false when the caller must use the general product.
+    fn linear_skinny(
+        _x: &[Self],
+        _w: &[Self],
+        _bias: Option<&[Self]>,
+        _out: &mut [Self],
+        _m: usize,
+        _k: usize,
+        _n: usize,
+    ) -> bool {
+        false
+    }
+    /// The largest value of a slice (-inf when empty).
+    fn max_slice(xs: &[Self]) -> Self {
+        crate::kernels::act::max_lanes(xs)
+    }
+    /// `xs[i] = exp(xs[i] - shift)`; returns the sum of the results.
+    fn exp_shift_sum(xs: &mut [Self], shift: Self) -> Self {
+        crate::kernels::act::exp_shift_sum_lanes(xs, shift)
+    }
+    /// The values as f32, borrowed when `Self` is f32 (taps cost no copy in the f32 mode).
+    fn as_f32s(xs: &[Self]) -> Cow<'_, [f32]>;
+    /// f32 values converted to `Self`, borrowed when `Self` is f32.
+    fn from_f32s(xs: &[f32]) -> Cow<'_, [Self]>
+    where
+        [Self]: ToOwned<Owned = Vec<Self>>;
+
+    fn max(self, other: Self) -> Self {
+        if other > self { other } else { self }
+    }
+    fn min(self, other: Self) -> Self {
+        if other < self { other } else { self }
+    }
+}
+
+impl Real for f32 {
+    const ZERO: Self = 0.0;
+    const ONE: Self = 1.0;
+    const NAME: &'static str = "f32";
+    fn from_f64(x: f64) -> Self {
+        x as f32
+    }
+    fn from_f32(x: f32) -> Self {
+        x
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    fn sqrt(self) -> Self {
+        f32::sqrt(self)
+    }
+    // cos, sin, erf: evaluated in f64 and rounded once, so they are (nearly) correctly rounded.
+    fn cos(self) -> Self {
+        (self as f64).cos() as f32
+    }
+    fn sin(self) -> Self {
+        (self as f64).sin() as f32
+    }
+    fn exp(self) -> Self {
+        crate::kernels::act::exp_f32(self)
+    }
+    fn erf(self) -> Self {
+        crate::kernels::act::erf_f64(self as f64) as f32
+    }
+    fn is_finite(self) -> bool {
+        f32::is_finite(self)
+    }
+    #[inline(always)]
+    fn mul_add(self, a: Self, b: Self) -> Self {
+        f32::mul_add(self, a, b)
+    }
+    fn max_slice(xs: &[f32]) -> f32 {
+        crate::kernels::act::max_f32(xs)
+    }
+    fn exp_shift_sum(xs: &mut [f32], shift: f32) -> f32 {
+        crate::kernels::act::exp_shift_sum_f32(xs, shift)
+    }
+    fn linear_skinny(
+        x: &[f32],
+        w: &[f32],
+        bias: Option<&[f32]>,
+        out: &mut [f32],
+        m: usize,
+        k: usize,
+        n: usize,
+    ) -> bool {
+        crate::kernels::skinny::linear_skinny_f32(x, w, bias, out, m, k, n)
+    }
+    fn as_f32s(xs: &[Self]) -> Cow<'_, [f32]> {
+        Cow::Borrowed(xs)
+    }
+    fn from_f32s(xs: &[f32]) -> Cow<'_, [Self]> {
+        Cow::Borrowed(xs)
+    }
+}
+
+impl Real for f64 {
+    const ZERO: Self = 0.0;
+    const ONE: Self = 1.0;
+    const NAME: &'static str = "f64";
+    fn from_f64(x: f64) -> Self {
+        x
+    }
+    fn from_f32(x: f32) -> Self {
+        x as f64
+    }
+    fn to_f64(self) -> f64 {
+        self
+    }
+    fn sqrt(self) -> Self {
+        f64::sqrt(self)
+    }
+    fn cos(self) -> Self {
+        f64::cos(self)
+    }
+    fn sin(self) -> Self {
+        f64::sin(self)
+    }
+    fn exp(self) -> Self {
+        f64::exp(self)
+    }
+    fn erf(self) -> Self {
+        crate::kernels::act::erf_f64(self)
+    }
+    fn is_finite(self) -> bool {
+        f64::is_finite(self)
+    }
+    #[inline(always)]
+    fn mul_add(self, a: Self, b: Self) -> Self {
+        f64::mul_add(self, a, b)
+    }
+    fn as_f32s(xs: &[Self]) -> Cow<'_, [f32]> {
+        Cow::Owned(xs.iter().map(|&x| x as f32).collect())
+    }
+    fn from_f32s(xs: &[f32]) -> Cow<'_, [Self]> {
+        Cow::Owned(xs.iter().map(|&x| x as f64).collect())
+    }
+}
