@@ -1,1 +1,96 @@
-fn main() {}
+//! `glm5v`: the command line of the GLM-5.3-Flash vision tower port.
+//!
+//! Exit codes: 0 success, 1 a comparison or conformance check failed, 2 bad usage or bad input
+//! (the message names the input). Every output file is written to a temporary file next to its
+//! destination and renamed into place, so a failed run never leaves a partial file.
+
+mod cmd;
+mod inputs;
+mod out;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "glm5v",
+    version,
+    about = "GLM-5.3-Flash vision tower in Rust: preprocess images, embed them, compare tap dumps",
+    long_about = "GLM-5.3-Flash vision tower in Rust.\n\n\
+        Turn images into the tower's inputs exactly as upstream's processor does (plan, prep), run the \
+        tower on the CPU reference or the GPU (embed), make synthetic checkpoints (synth), compare tap \
+        dumps tap by tap against upstream or another backend (diff, conformance), find the stage that \
+        adds drift between two backends (bisect), and time it all against upstream (bench).\n\n\
+        Exit codes: 0 ok, 1 a comparison failed, 2 usage or input error."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Plan(cmd::plan::Args),
+    Prep(cmd::prep::Args),
+    Synth(cmd::synth::Args),
+    Embed(cmd::embed::Args),
+    Diff(cmd::diff::Args),
+    Bisect(cmd::bisect::Args),
+    Bench(cmd::bench::Args),
+    Conformance(cmd::conformance::Args),
+}
+
+/// How a command ends when it does not succeed.
+pub enum Failure {
+    /// The work ran and its verdict is negative (exit 1); the report is already printed.
+    Verdict,
+    /// Bad usage or input, or the work could not run (exit 2).
+    Error(anyhow::Error),
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure::Error(e.into())
+    }
+}
+
+pub type CmdResult = Result<(), Failure>;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Plan(a) => cmd::plan::run(a),
+        Command::Prep(a) => cmd::prep::run(a),
+        Command::Synth(a) => cmd::synth::run(a),
+        Command::Embed(a) => cmd::embed::run(a),
+        Command::Diff(a) => cmd::diff::run(a),
+        Command::Bisect(a) => cmd::bisect::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
+        Command::Conformance(a) => cmd::conformance::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Verdict) => ExitCode::from(1),
+        Err(Failure::Error(e)) => {
+            eprintln!("glm5v: error: {}", one_line(&e));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The error and its causes on one line, joined by ": ", skipping a cause whose text the line
+/// already holds (many error types print their source inside their own message).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line.replace('\n', " ")
+}

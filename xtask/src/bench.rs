@@ -1,0 +1,29 @@
+//! `cargo xtask bench prep|cpu`: our code against upstream's on the same inputs, same run.
+//!
+//! Builds the release `glm5v` and runs `glm5v bench prep|cpu` (which finds the venv's Python and
+//! runs upstream's side itself); without a Python that has torch and transformers, it says
+//! "skipped" and succeeds.
+
+use crate::util::{cargo, repo_root, run_status, target_dir};
+use anyhow::{Result, bail};
+use std::process::Command;
+
+pub fn run(args: &[String]) -> Result<bool> {
+    match args.first().map(String::as_str) {
+        Some("prep" | "cpu") => {}
+        _ => bail!(
+            "usage: cargo xtask bench prep|cpu [glm5v bench options, e.g. --reps 3 --grids 8,32]"
+        ),
+    }
+    let root = repo_root();
+    let mut build = cargo();
+    build
+        .current_dir(&root)
+        .args(["build", "--release", "-p", "glm5v"]);
+    if !run_status(build)? {
+        return Ok(false);
+    }
+    let mut cmd = Command::new(target_dir(&root).join("release").join("glm5v"));
+    cmd.current_dir(&root).arg("bench").args(args);
+    run_status(cmd)
+}
