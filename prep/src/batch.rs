@@ -22,9 +22,15 @@ pub struct PixelBatch {
     pub video_grid_thw: Vec<[i64; 3]>,
 }
 
-/// Rows a list of grids needs: the sum of `t*h*w`.
-pub fn rows_of(grids: &[[i64; 3]]) -> i64 {
-    grids.iter().map(|g| g[0] * g[1] * g[2]).sum()
+/// Rows a list of grids needs: the sum of `t*h*w`; `None` when an entry is not positive or the
+/// sum overflows (a hostile `--pixels` file must not wrap around to a plausible row count).
+pub fn rows_of(grids: &[[i64; 3]]) -> Option<i64> {
+    grids.iter().try_fold(0i64, |acc, g| {
+        if g.iter().any(|&v| v <= 0) {
+            return None;
+        }
+        g[0].checked_mul(g[1])?.checked_mul(g[2])?.checked_add(acc)
+    })
 }
 
 impl PixelBatch {
@@ -90,7 +96,11 @@ impl PixelBatch {
                 ));
             }
             let rows = vals.len().checked_div(self.patch_dim).unwrap_or(0) as i64;
-            let want = rows_of(grids);
+            let Some(want) = rows_of(grids) else {
+                return bad(format!(
+                    "{gname} has a non-positive entry or its t*h*w sum overflows: {grids:?}"
+                ));
+            };
             if rows != want {
                 return bad(format!(
                     "{vname} has {rows} rows but {gname} ({} entries) sums t*h*w to {want}",
@@ -309,7 +319,14 @@ pub fn read_prep_safetensors(path: impl AsRef<Path>) -> Result<PixelBatch> {
                 ));
             }
             (Some((rows, cols, v)), Some(g)) => {
-                let want = rows_of(&g);
+                let Some(want) = rows_of(&g) else {
+                    return Err(read_err(
+                        path,
+                        format!(
+                            "`{gname}` has a non-positive entry or its t*h*w sum overflows: {g:?}"
+                        ),
+                    ));
+                };
                 if rows as i64 != want {
                     return Err(read_err(
                         path,

@@ -86,6 +86,28 @@ impl PixelOptions {
         if self.patch_expand_factor == 0 {
             return bad("patch_expand_factor must be positive".into());
         }
+        let factor = self
+            .patch_size
+            .checked_mul(self.merge_size)
+            .and_then(|f| f.checked_mul(self.patch_expand_factor));
+        let patch_dim = self
+            .patch_size
+            .checked_mul(self.patch_size)
+            .and_then(|p| p.checked_mul(self.temporal_patch_size))
+            .and_then(|p| p.checked_mul(3));
+        // A canvas side is a multiple of the factor: keep it (squared, times frames) far from
+        // overflow. Real values are 28 and 1176.
+        const LIMIT: usize = 1 << 16;
+        if factor.is_none_or(|f| f > LIMIT) || patch_dim.is_none_or(|p| p > LIMIT * LIMIT) {
+            return bad(format!(
+                "patch_size ({}), merge_size ({}), temporal_patch_size ({}) and \
+                 patch_expand_factor ({}) are too large (the alignment factor must be at most {LIMIT})",
+                self.patch_size,
+                self.merge_size,
+                self.temporal_patch_size,
+                self.patch_expand_factor
+            ));
+        }
         if self.do_normalize && self.image_std.iter().any(|&s| s == 0.0 || !s.is_finite()) {
             return bad(format!(
                 "image_std {:?} has a zero or non-finite value",

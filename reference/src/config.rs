@@ -189,6 +189,22 @@ impl VisionConfig {
                 return Err(format!("`{name}` must be positive, found 0"));
             }
         }
+        // Caps far above any real tower, so that the products the tower forms (patch_dim,
+        // 3 * hidden, the merger's widths, ...) cannot overflow and a hostile depth cannot
+        // drive allocations.
+        const MAX_WIDTH: usize = 1 << 20;
+        const MAX_DEPTH: usize = 4096;
+        if self.depth > MAX_DEPTH {
+            return Err(format!(
+                "depth {} exceeds the limit of {MAX_DEPTH}",
+                self.depth
+            ));
+        }
+        for (name, v) in nz {
+            if v > MAX_WIDTH {
+                return Err(format!("`{name}` = {v} exceeds the limit of {MAX_WIDTH}"));
+            }
+        }
         if !self.hidden_size.is_multiple_of(self.num_heads) {
             return Err(format!(
                 "hidden_size ({}) is not divisible by num_heads ({})",

@@ -71,6 +71,13 @@ pub enum InputError {
     },
     #[error("cu_seqlens {found:?} must start at 0, never decrease and end at {tokens}")]
     Segments { found: Vec<usize>, tokens: usize },
+    #[error("image_grid_thw row {index} [{t}, {h}, {w}]: the patch count t*h*w overflows")]
+    GridOverflow {
+        index: usize,
+        t: usize,
+        h: usize,
+        w: usize,
+    },
     #[error("block index {index} is out of range (depth {depth})")]
     Block { index: usize, depth: usize },
 }

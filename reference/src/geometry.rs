@@ -28,7 +28,11 @@ pub fn validate_grids(cfg: &VisionConfig, grid_thw: &[Grid]) -> Result<usize, In
                 merge: m,
             });
         }
-        total += t * h * w;
+        total = t
+            .checked_mul(h)
+            .and_then(|p| p.checked_mul(w))
+            .and_then(|p| p.checked_add(total))
+            .ok_or(InputError::GridOverflow { index, t, h, w })?;
     }
     Ok(total)
 }

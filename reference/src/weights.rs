@@ -437,7 +437,9 @@ impl<F: Real> TowerWeights<F> {
         ];
         let patch_w = f.mat("patch_embed.proj.weight", &pe_shape, d, cfg.patch_dim())?;
         let patch_b = f.vec("patch_embed.proj.bias", d)?;
-        let mut blocks = Vec::with_capacity(cfg.depth);
+        // Not `with_capacity(depth)`: a hostile depth must fail at its first missing block,
+        // not on the allocation.
+        let mut blocks = Vec::new();
         for b in 0..cfg.depth {
             let n = |s: &str| format!("blocks.{b}.{s}");
             let bias = cfg.attention_bias;
