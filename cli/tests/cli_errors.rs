@@ -1,0 +1,315 @@
+//! The CLI on bad input (docs/CATALOG.md): it exits with status 2, stderr names the problem, and
+//! no output file is left behind: `--out` (and `--taps`) do not exist afterwards, an existing
+//! `--out` keeps its old content, and no temporary file remains in the output directory.
+//!
+//! Runs the built binary (`CARGO_BIN_EXE_glm5v`), so it lives in the cli package.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn glm5v(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_glm5v"))
+        .args(args)
+        .output()
+        .expect("run glm5v")
+}
+
+fn tiny() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../reference/tests/data/tiny")
+}
+
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in bytes {
+        c ^= b as u32;
+        for _ in 0..8 {
+            c = if c & 1 != 0 {
+                0xedb8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+        }
+    }
+    !c
+}
+
+/// An 8-bit RGB PNG (stored deflate) of `w x h` noise; `idat` replaces the pixel data if given.
+fn png(w: u32, h: u32) -> Vec<u8> {
+    let mut raw = Vec::new();
+    for y in 0..h {
+        raw.push(0);
+        raw.extend((0..w * 3).map(|x| ((x * 31 + y * 17) % 256) as u8));
+    }
+    let mut z = vec![0x78, 0x01, 1];
+    z.extend((raw.len() as u16).to_le_bytes());
+    z.extend((!(raw.len() as u16)).to_le_bytes());
+    z.extend(&raw);
+    let (mut a, mut s) = (1u32, 0u32);
+    for &x in &raw {
+        a = (a + x as u32) % 65_521;
+        s = (s + a) % 65_521;
+    }
+    z.extend(((s << 16) | a).to_be_bytes());
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut ihdr = w.to_be_bytes().to_vec();
+    ihdr.extend(h.to_be_bytes());
+    ihdr.extend([8, 2, 0, 0, 0]);
+    for (kind, data) in [(&b"IHDR"[..], &ihdr[..]), (b"IDAT", &z), (b"IEND", &[])] {
+        out.extend((data.len() as u32).to_be_bytes());
+        let mut body = kind.to_vec();
+        body.extend(data);
+        out.extend(&body);
+        out.extend(crc32(&body).to_be_bytes());
+    }
+    out
+}
+
+struct Case {
+    dir: tempfile::TempDir,
+}
+
+impl Case {
+    fn new() -> Self {
+        let c = Case {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        std::fs::write(c.path("good.png"), png(40, 30)).unwrap();
+        let p = png(40, 30);
+        std::fs::write(c.path("truncated.png"), &p[..p.len() / 2]).unwrap();
+        c
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn s(&self, name: &str) -> String {
+        self.path(name).display().to_string()
+    }
+
+    /// A copy of the tiny checkpoint with `model.safetensors` replaced by `weights`.
+    fn checkpoint(&self, name: &str, weights: &[u8]) -> String {
+        let d = self.path(name);
+        std::fs::create_dir(&d).unwrap();
+        std::fs::copy(tiny().join("config.json"), d.join("config.json")).unwrap();
+        std::fs::write(d.join("model.safetensors"), weights).unwrap();
+        d.display().to_string()
+    }
+
+    /// Files in the case directory other than the inputs the test wrote.
+    fn leftovers(&self, inputs: &[&str]) -> Vec<String> {
+        std::fs::read_dir(self.dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| !inputs.contains(&n.as_str()))
+            .collect()
+    }
+}
+
+/// Exit 2, stderr contains every needle, and nothing but `inputs` is in the directory.
+fn fails(c: &Case, out: &Output, needles: &[&str], inputs: &[&str]) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "exit status {:?}, stderr: {err}",
+        out.status
+    );
+    for n in needles {
+        assert!(err.contains(n), "stderr should name {n:?}: {err}");
+    }
+    assert!(
+        out.stdout.is_empty(),
+        "stdout: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let left = c.leftovers(inputs);
+    assert!(left.is_empty(), "files left behind: {left:?}");
+}
+
+const INPUTS: &[&str] = &["good.png", "truncated.png"];
+
+#[test]
+fn prep_with_a_truncated_image_writes_nothing() {
+    let c = Case::new();
+    // the good image first: its work is done, then thrown away
+    let out = glm5v(&[
+        "prep",
+        &c.s("good.png"),
+        &c.s("truncated.png"),
+        "--out",
+        &c.s("out.safetensors"),
+    ]);
+    fails(
+        &c,
+        &out,
+        &["truncated.png", "corrupt or truncated PNG"],
+        INPUTS,
+    );
+}
+
+#[test]
+fn prep_keeps_an_existing_output_on_failure() {
+    let c = Case::new();
+    std::fs::write(c.path("out.safetensors"), b"previous").unwrap();
+    let out = glm5v(&[
+        "prep",
+        &c.s("truncated.png"),
+        "--out",
+        &c.s("out.safetensors"),
+    ]);
+    fails(
+        &c,
+        &out,
+        &["truncated.png"],
+        &["good.png", "truncated.png", "out.safetensors"],
+    );
+    assert_eq!(
+        std::fs::read(c.path("out.safetensors")).unwrap(),
+        b"previous"
+    );
+}
+
+#[test]
+fn plan_refuses_a_decompression_bomb_header() {
+    let c = Case::new();
+    // a PNG whose IHDR promises 100000 x 100000 (no pixel data needed to refuse it)
+    let mut bomb = png(1, 1);
+    bomb[16..20].copy_from_slice(&100_000u32.to_be_bytes());
+    bomb[20..24].copy_from_slice(&100_000u32.to_be_bytes());
+    let crc = crc32(&bomb[12..29]);
+    bomb[29..33].copy_from_slice(&crc.to_be_bytes());
+    std::fs::write(c.path("bomb.png"), &bomb).unwrap();
+    let out = glm5v(&["plan", &c.s("good.png"), &c.s("bomb.png")]);
+    fails(
+        &c,
+        &out,
+        &["bomb.png", "10000000000 pixels", "decode budget"],
+        &["good.png", "truncated.png", "bomb.png"],
+    );
+}
+
+#[test]
+fn embed_with_a_bad_data_uri_writes_nothing() {
+    let c = Case::new();
+    let model = c.checkpoint(
+        "model",
+        &std::fs::read(tiny().join("model.safetensors")).unwrap(),
+    );
+    let out = glm5v(&[
+        "embed",
+        "--model",
+        &model,
+        "data:image/png;base64,iVBORw0KGgo",
+        "--out",
+        &c.s("emb.safetensors"),
+        "--taps",
+        &c.s("taps.safetensors"),
+    ]);
+    fails(
+        &c,
+        &out,
+        &["bad data URI", "incorrect padding"],
+        &["good.png", "truncated.png", "model"],
+    );
+}
+
+#[test]
+fn embed_with_a_truncated_checkpoint_writes_nothing() {
+    let c = Case::new();
+    let full = std::fs::read(tiny().join("model.safetensors")).unwrap();
+    let model = c.checkpoint("model", &full[..full.len() / 3]);
+    let out = glm5v(&[
+        "embed",
+        "--model",
+        &model,
+        &c.s("good.png"),
+        "--out",
+        &c.s("emb.safetensors"),
+        "--taps",
+        &c.s("taps.safetensors"),
+    ]);
+    fails(
+        &c,
+        &out,
+        &["model.safetensors", "not a valid safetensors file"],
+        &["good.png", "truncated.png", "model"],
+    );
+}
+
+#[test]
+fn embed_with_pixels_rows_not_matching_the_grid_writes_nothing() {
+    let c = Case::new();
+    let model = c.checkpoint(
+        "model",
+        &std::fs::read(tiny().join("model.safetensors")).unwrap(),
+    );
+    let vals: Vec<u8> = vec![0.25f32; 7 * 1176]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let grid: Vec<u8> = [1i64, 2, 4].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let bytes = safetensors::serialize(
+        vec![
+            (
+                "pixel_values",
+                safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![7, 1176], &vals)
+                    .unwrap(),
+            ),
+            (
+                "image_grid_thw",
+                safetensors::tensor::TensorView::new(safetensors::Dtype::I64, vec![1, 3], &grid)
+                    .unwrap(),
+            ),
+        ],
+        None,
+    )
+    .unwrap();
+    std::fs::write(c.path("pixels.safetensors"), bytes).unwrap();
+    let out = glm5v(&[
+        "embed",
+        "--model",
+        &model,
+        "--pixels",
+        &c.s("pixels.safetensors"),
+        "--out",
+        &c.s("emb.safetensors"),
+        "--taps",
+        &c.s("taps.safetensors"),
+    ]);
+    fails(
+        &c,
+        &out,
+        &["pixels.safetensors", "7 rows", "sums t*h*w to 8"],
+        &["good.png", "truncated.png", "model", "pixels.safetensors"],
+    );
+}
+
+#[test]
+fn embed_with_nan_weights_warns_naming_the_tensor_and_succeeds() {
+    let c = Case::new();
+    let full = std::fs::read(tiny().join("model.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&full).unwrap();
+    let name = "model.visual.blocks.0.mlp.up_proj.weight";
+    let info = st.tensor(name).unwrap();
+    // the tensor's first value, found by its bytes' position in the file
+    let start = info.data().as_ptr() as usize - full.as_ptr() as usize;
+    let mut bad = full.clone();
+    bad[start..start + 2].copy_from_slice(&0x7fc0u16.to_le_bytes()); // bf16 NaN
+    let model = c.checkpoint("model", &bad);
+    let out = glm5v(&[
+        "embed",
+        "--model",
+        &model,
+        &c.s("good.png"),
+        "--out",
+        &c.s("emb.safetensors"),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("warning") && err.contains(name),
+        "stderr should warn about {name}: {err}"
+    );
+    assert!(c.path("emb.safetensors").is_file());
+}
