@@ -124,8 +124,15 @@ pub fn prep_images(srcs: &[ImageSource], opts: &PrepOptions) -> Result<PixelBatc
 /// Concatenates prepared images into a batch (no videos).
 pub fn batch_of_images(images: Vec<PreparedImage>, patch_dim: usize) -> PixelBatch {
     let mut b = PixelBatch::new(patch_dim);
-    b.pixel_values
-        .reserve(images.iter().map(|i| i.pixel_values.len()).sum());
+    let total: usize = images.iter().map(|i| i.pixel_values.len()).sum();
+    let mut images = images.into_iter();
+    // The first image's rows become the batch's buffer (a large image's pixel_values are
+    // ~150 MB: moving them instead of copying saves a pass over memory).
+    if let Some(first) = images.next() {
+        b.pixel_values = first.pixel_values;
+        b.pixel_values.reserve(total - b.pixel_values.len());
+        b.image_grid_thw.push(first.grid_thw.map(|d| d as i64));
+    }
     for im in images {
         b.pixel_values.extend_from_slice(&im.pixel_values);
         b.image_grid_thw.push(im.grid_thw.map(|d| d as i64));
