@@ -1,6 +1,7 @@
 //! Forward order of tap names (the tap-dump layout: README, "File formats"), so that the first tap over tolerance is
 //! the point where the numbers diverge, and the depth coordinate used by the plot.
 
+use glm5v_reference::taps::{BLOCK_PARTS, HEAD_TAPS};
 use std::cmp::Ordering;
 
 /// Position of a tap in the forward pass: `(stage, block, step)`; names we do not know sort last.
@@ -11,28 +12,14 @@ pub struct Rank {
     step: u16,
 }
 
-/// Steps inside one block, in execution order. A sub-module not listed (a producer may add module
+/// Steps inside one block, in execution order: the reference's list of block taps without the
+/// block output (`""`, its last entry). A sub-module not listed (a producer may add module
 /// paths, e.g. `mlp.gate_proj`) goes right before the listed parent it belongs to.
-const BLOCK_STEPS: [&str; 8] = [
-    "norm1",
-    "attn.qkv",
-    "attn.q_norm",
-    "attn.k_norm",
-    "attn.proj.input",
-    "attn",
-    "norm2",
-    "mlp",
-];
+const BLOCK_STEPS: &[&str] = BLOCK_PARTS.split_last().unwrap().1;
 
-const MERGER_STEPS: [&str; 7] = [
-    "merger.proj",
-    "merger.post_projection_norm",
-    "merger.act1",
-    "merger.gate_proj",
-    "merger.up_proj",
-    "merger.down_proj",
-    "merger",
-];
+/// The merger's taps in execution order: the reference's head taps after `post_layernorm` and
+/// `downsample`.
+const MERGER_STEPS: &[&str] = HEAD_TAPS.split_at(2).1;
 
 /// The rank of a tap name.
 pub fn rank(name: &str) -> Rank {
@@ -64,7 +51,7 @@ pub fn rank(name: &str) -> Rank {
 
 fn block_step(sub: &str) -> u16 {
     if sub.is_empty() {
-        return 20 * 8 + 10; // the block output
+        return 20 * BLOCK_STEPS.len() as u16 + 10; // the block output
     }
     if let Some(i) = BLOCK_STEPS.iter().position(|s| *s == sub) {
         return 20 * i as u16 + 10;
@@ -75,7 +62,7 @@ fn block_step(sub: &str) -> u16 {
             return 20 * i as u16 + 5;
         }
     }
-    20 * 8 + 5
+    20 * BLOCK_STEPS.len() as u16 + 5
 }
 
 /// Sorts names in forward order (unknown names last, alphabetically).
