@@ -2,12 +2,20 @@
 
     python bench_upstream.py prep REPS IMAGE...
     python bench_upstream.py cpu REPS MODEL_DIR PIXELS.safetensors
+    python bench_upstream.py gpu REPS MODEL_DIR PIXELS.safetensors [DEVICE [MODES]]
     python bench_upstream.py images OUT_DIR   (writes the default prep inputs)
 
 prep: times `Glm5NextImageProcessor()(images=load_image(path))` per image (and load_image alone).
 cpu:  times `Glm5NextVisionModel` f32 eager forwards on the batches in PIXELS (tensors
       `pixel_values.<k>` / `image_grid_thw.<k>`), weights loaded from MODEL_DIR.
-Prints one JSON object per measurement on stdout: {"what", "median_ms", "min_ms", "reps", ...}.
+gpu:  times `Glm5NextVisionModel` bf16 forwards with attn_implementation "sdpa" on DEVICE (default
+      cuda) on the same batches, eager and under `torch.compile(model)` (MODES, default
+      "eager,compiled"; dynamo is reset per batch, so each batch compiles for its own shapes). CUDA
+      events around `model(px, grid_thw=grid)` under no_grad; warm-ups first. One JSON line per
+      batch: {"what": "gpu", "index", "<mode>_median_ms" (null when that mode failed, e.g. out of
+      memory, with "<mode>_error"), "<mode>_min_ms", "<mode>_ms", "<mode>_first_call_s"}.
+Prints one JSON object per measurement on stdout: {"what", "median_ms", "min_ms", "reps", ...};
+progress goes to stderr.
 Threads: torch's default (the core count), the same as the Rust side's rayon pool.
 """
 
@@ -72,6 +80,125 @@ def cpu(reps, model_dir, pixels):
     print(json.dumps({"what": "peak_rss_mb", "value": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
 
 
+def log(msg):
+    print(f"bench_upstream: {msg}", file=sys.stderr, flush=True)
+
+
+def load_visual_state_dict(model_dir, dtype):
+    """The `model.visual.*` tensors of every shard in MODEL_DIR, prefix stripped, cast to dtype."""
+    import glob
+
+    from safetensors.torch import load_file
+
+    prefix = "model.visual."
+    sd = {}
+    for f in sorted(glob.glob(f"{model_dir}/*.safetensors")):
+        sd.update({k[len(prefix):]: v.to(dtype) for k, v in load_file(f).items() if k.startswith(prefix)})
+    return sd
+
+
+def gpu_model(model_dir, device):
+    """Glm5NextVisionModel in bf16 with SDPA attention on `device`, weights from MODEL_DIR (strict).
+
+    Built with bf16 as the default dtype, as `from_pretrained(dtype=torch.bfloat16)` does, so the
+    rope's inv_freq buffer stays f32."""
+    import torch
+    from transformers.models.glm5_next.configuration_glm5_next import Glm5NextVisionConfig
+    from transformers.models.glm5_next.modeling_glm5_next import Glm5NextVisionModel
+
+    cfg = json.load(open(f"{model_dir}/config.json"))
+    cfg = cfg.get("vision_config", cfg)
+    vc = Glm5NextVisionConfig(**cfg)
+    vc._attn_implementation = "sdpa"
+    prev = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device(device):
+            model = Glm5NextVisionModel(vc)
+    finally:
+        torch.set_default_dtype(prev)
+    model.eval()
+    model.load_state_dict(load_visual_state_dict(model_dir, torch.bfloat16), strict=True)
+    return model
+
+
+def gpu(reps, model_dir, pixels, device="cuda", modes=("eager", "compiled")):
+    import torch
+    import torch._dynamo
+    import transformers
+    from safetensors.torch import load_file
+
+    dev = torch.device(device)
+    cuda = dev.type == "cuda"
+    t0 = time.perf_counter()
+    model = gpu_model(model_dir, dev)
+    log(f"model ready in {time.perf_counter() - t0:.1f} s on {dev} (torch {torch.__version__}, "
+        f"transformers {transformers.__version__})")
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize(dev)
+
+    def once(fn):
+        """Milliseconds of one call: CUDA events on a GPU, the wall clock elsewhere."""
+        if cuda:
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            fn()
+            e1.record()
+            e1.synchronize()
+            return e0.elapsed_time(e1)
+        t = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t) * 1e3
+
+    batches = load_file(pixels)
+    k = 0
+    while f"pixel_values.{k}" in batches:
+        px = batches[f"pixel_values.{k}"].to(dev, torch.bfloat16)
+        grid = batches[f"image_grid_thw.{k}"].to(dev)
+        n = int(px.shape[0])
+        rec = {"what": "gpu", "index": k, "patches": n, "images": int(grid.shape[0]),
+               "device": torch.cuda.get_device_name(dev) if cuda else str(dev),
+               "torch": torch.__version__, "transformers": transformers.__version__}
+        for mode in modes:
+            fn = None
+            try:
+                if mode == "compiled":
+                    torch._dynamo.reset()
+                    fn, warm = torch.compile(model), 3
+                elif mode == "eager":
+                    fn, warm = model, (1 if n > 20000 else 2)
+                else:
+                    raise ValueError(f"unknown mode {mode!r} (eager, compiled)")
+                log(f"batch {k} ({n} patches): {mode}")
+                with torch.no_grad():
+                    t = time.perf_counter()
+                    fn(px, grid_thw=grid)  # the first call compiles under torch.compile
+                    sync()
+                    rec[f"{mode}_first_call_s"] = time.perf_counter() - t
+                    for _ in range(warm):
+                        fn(px, grid_thw=grid)
+                    sync()
+                    ts = [once(lambda: fn(px, grid_thw=grid)) for _ in range(reps)]
+                rec[f"{mode}_median_ms"] = statistics.median(ts)
+                rec[f"{mode}_min_ms"] = min(ts)
+                rec[f"{mode}_ms"] = ts
+            except Exception as e:  # out of memory, a compile failure: this column is n/a
+                msg = (str(e).strip().splitlines() or [""])[0][:300]
+                rec[f"{mode}_median_ms"] = None
+                rec[f"{mode}_error"] = f"{type(e).__name__}: {msg}"
+                log(f"batch {k} {mode} failed: {rec[f'{mode}_error']}")
+            finally:
+                fn = None
+                if cuda:
+                    torch.cuda.empty_cache()
+        print(json.dumps(rec), flush=True)
+        del px, grid
+        k += 1
+    torch._dynamo.reset()
+
+
 def make_images(out_dir):
     """The default bench inputs: a 4000x3000 photo-like JPEG (quality 90) and a 640x480 PNG."""
     import numpy as np
@@ -96,5 +223,9 @@ if __name__ == "__main__":
     kind, reps = sys.argv[1], int(sys.argv[2])
     if kind == "prep":
         prep(reps, sys.argv[3:])
+    elif kind == "gpu":
+        device = sys.argv[5] if len(sys.argv) > 5 else "cuda"
+        modes = tuple(sys.argv[6].split(",")) if len(sys.argv) > 6 else ("eager", "compiled")
+        gpu(reps, sys.argv[3], sys.argv[4], device, modes)
     else:
         cpu(reps, sys.argv[3], sys.argv[4])

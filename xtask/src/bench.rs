@@ -1,8 +1,9 @@
-//! `cargo xtask bench prep|cpu`: our code against upstream's on the same inputs, same run.
+//! `cargo xtask bench prep|cpu|gpu`: our code against upstream's on the same inputs, same run.
 //!
-//! Builds the release `glm5v` and runs `glm5v bench prep|cpu` (which finds the venv's Python and
-//! runs upstream's side itself); without a Python that has torch and transformers, it says
-//! "skipped" and succeeds.
+//! Builds the release `glm5v` and runs `glm5v bench prep|cpu|gpu` (which finds the venv's Python,
+//! else `python3`, and runs upstream's side itself); without a Python that has torch and
+//! transformers, prep and cpu say "skipped" and succeed; gpu without a CUDA device says "skipped"
+//! and succeeds (without a Python it times our side alone). `--backend cpu|gpu` is passed through.
 
 use crate::util::{cargo, repo_root, run_status, target_dir};
 use anyhow::{Result, bail};
@@ -10,9 +11,10 @@ use std::process::Command;
 
 pub fn run(args: &[String]) -> Result<bool> {
     match args.first().map(String::as_str) {
-        Some("prep" | "cpu") => {}
+        Some("prep" | "cpu" | "gpu" | "--backend") => {}
         _ => bail!(
-            "usage: cargo xtask bench prep|cpu [glm5v bench options, e.g. --reps 3 --grids 8,32]"
+            "usage: cargo xtask bench prep|cpu|gpu [glm5v bench options, e.g. --reps 3 --grids 8,32 \
+             --cases 1008,16x448]"
         ),
     }
     let root = repo_root();

@@ -29,8 +29,10 @@ tasks:
   fuzz [--seconds N] [TARGET...]    run the cargo-fuzz targets of fuzz/ for N seconds each
                                     (default 60; needs cargo-fuzz)
   fixtures --check                  verify committed fixtures against their manifests
-  bench prep|cpu [OPTIONS]          glm5v bench: ours against upstream transformers (needs the
-                                    venv: $GLM5V_VENV or /work/venv with torch; else skipped)
+  bench prep|cpu|gpu [OPTIONS]      glm5v bench: ours against upstream transformers (needs the
+                                    venv: $GLM5V_VENV or /work/venv with torch, else a python3
+                                    with torch; else skipped); gpu: CUDA device, else skipped;
+                                    `bench --backend gpu` is the same as `bench gpu`
 ";
 
 fn main() -> ExitCode {

@@ -1,34 +1,46 @@
-//! `glm5v bench prep|cpu`: our code against upstream's on the same inputs, in the same run.
+//! `glm5v bench prep|cpu|gpu`: our code against upstream's on the same inputs, in the same run.
 //!
 //! Upstream's side is `cli/scripts/bench_upstream.py` (embedded in the binary), run with the given
-//! Python (a venv with the pinned torch and transformers). Without one, the command says so and
-//! exits 0: a benchmark is not a test.
+//! Python (a venv with the pinned torch and transformers, else a `python3` that imports both).
+//! Without one, prep and cpu say so and exit 0: a benchmark is not a test. gpu without a CUDA
+//! device says so and exits 0; gpu without a Python times our side alone (upstream columns n/a).
 
 use crate::CmdResult;
 use anyhow::{Context, bail};
+use glm5v_gpu::{GpuOptions, GpuTower, Precision as GpuPrecision, device_available};
 use glm5v_prep::{DecodeOptions, ImageSource, PrepOptions, load_image, prep_images};
+use glm5v_reference::geometry::{Grid, cu_seqlens};
 use glm5v_reference::synth::{Preset, SynthSpec, write_checkpoint};
-use glm5v_reference::{EmbedOptions, Embedder, Precision, Threads, VisionConfig};
+use glm5v_reference::{EmbedOptions, Embedder, Precision, Threads, Tower, VisionConfig};
 use ndarray::Array2;
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 const SCRIPT: &str = include_str!("../../scripts/bench_upstream.py");
 
-/// Time our preprocessing or CPU tower against upstream's, same inputs, same run.
+/// Time our preprocessing, CPU tower or GPU tower against upstream's, same inputs, same run.
 ///
 /// prep: decode + resize + patchify of a 4000x3000 JPEG and a 640x480 PNG (or the given IMAGEs)
 /// against `Glm5NextImageProcessor()(images=load_image(path))`; reports the decode share.
 /// cpu: full GLM-5.3-Flash geometry (synthetic weights, or --model) at grids 8x8, 32x32, 72x72
 /// against upstream's f32 eager forward with the same weights and pixels; reports GFLOP/s and peak RSS.
+/// gpu: the bf16 GPU tower (CUDA events, pixels on the device) against upstream's bf16 SDPA
+/// forward on CUDA, eager and under `torch.compile`, same weights and pixels, for the --cases
+/// (default: one 1008x1008 image, 16 448x448 images in one packed batch, one 112x112 image, one
+/// 2016x3024 image); reports TFLOP/s and one JSON line per case. Skipped without a CUDA device.
+/// `--backend cpu|gpu` is another spelling of the cpu / gpu benchmark.
 #[derive(clap::Args)]
 pub struct Args {
-    /// What to measure.
-    #[arg(value_parser = ["prep", "cpu"])]
-    what: String,
-    /// Python with torch and transformers (default: $GLM5V_VENV/bin/python, else /work/venv/bin/python).
+    /// What to measure (or give --backend cpu|gpu instead).
+    #[arg(value_parser = ["prep", "cpu", "gpu"], required_unless_present = "backend")]
+    what: Option<String>,
+    /// The tower benchmark to run: `--backend gpu` is `bench gpu`, `--backend cpu` is `bench cpu`.
+    #[arg(long, value_parser = ["cpu", "gpu"])]
+    backend: Option<String>,
+    /// Python with torch and transformers (default: $GLM5V_VENV/bin/python, else
+    /// /work/venv/bin/python, else `python3` when it imports torch and transformers).
     #[arg(long, value_name = "PYTHON")]
     python: Option<PathBuf>,
     /// Timed repetitions per case (median reported).
@@ -40,23 +52,63 @@ pub struct Args {
     /// cpu: grid sides in patches.
     #[arg(long, value_delimiter = ',', default_value = "8,32,72")]
     grids: Vec<usize>,
-    /// cpu: a checkpoint to use instead of `synth --preset full --seed 0`.
+    /// gpu: cases, comma-separated: `S` (one SxS image), `HxW` (one image H pixels high, W wide),
+    /// `KxS` with K < 28 (K SxS images in one packed batch) or `KxHxW`; sides are multiples of
+    /// patch_size * spatial_merge_size (28).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1008,16x448,112,2016x3024"
+    )]
+    cases: Vec<String>,
+    /// cpu, gpu: a checkpoint to use instead of `synth --preset full --seed SEED` (bf16).
     #[arg(long, value_name = "DIR")]
     model: Option<PathBuf>,
+    /// cpu, gpu: seed of the synthetic weights (without --model); gpu: of the random pixels too.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
 }
 
-fn python(args: &Args) -> Option<PathBuf> {
-    let py = args.python.clone().unwrap_or_else(|| {
-        let venv = std::env::var_os("GLM5V_VENV")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| "/work/venv".into());
-        venv.join("bin").join("python")
-    });
-    let ok = Command::new(&py)
+impl Args {
+    /// The benchmark asked for: the positional `what`, else `--backend`.
+    fn what(&self) -> anyhow::Result<&str> {
+        match (self.what.as_deref(), self.backend.as_deref()) {
+            (Some(w), Some(b)) if w != b => {
+                bail!("`bench {w}` and `--backend {b}` disagree: give one of them")
+            }
+            (Some(w), _) => Ok(w),
+            (None, Some(b)) => Ok(b),
+            (None, None) => bail!("say what to measure: prep, cpu or gpu (or --backend cpu|gpu)"),
+        }
+    }
+}
+
+/// Whether `py` runs and imports torch and transformers.
+fn imports_torch(py: &Path) -> bool {
+    Command::new(py)
         .args(["-c", "import torch, transformers"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    ok.then_some(py)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The Python to run upstream's side with: --python, else the venv's (when it exists), else
+/// `python3`; each only when it imports torch and transformers.
+fn python(args: &Args) -> Option<PathBuf> {
+    if let Some(py) = &args.python {
+        return imports_torch(py).then(|| py.clone());
+    }
+    let venv = std::env::var_os("GLM5V_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/work/venv".into())
+        .join("bin")
+        .join("python");
+    if venv.exists() && imports_torch(&venv) {
+        return Some(venv);
+    }
+    let py3 = PathBuf::from("python3");
+    imports_torch(&py3).then_some(py3)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -121,19 +173,22 @@ fn reset_peak_rss() {
 }
 
 pub fn run(args: Args) -> CmdResult {
-    let Some(py) = python(&args) else {
-        println!(
-            "bench {}: skipped: no Python with torch and transformers (pass --python, or set GLM5V_VENV to a venv \
-             made as the README says)",
-            args.what
-        );
-        return Ok(());
-    };
+    let what = args.what()?.to_string();
     if args.reps == 0 {
         return Err(anyhow::anyhow!("--reps must be at least 1").into());
     }
+    if what == "gpu" {
+        return Ok(bench_gpu(&args)?);
+    }
+    let Some(py) = python(&args) else {
+        println!(
+            "bench {what}: skipped: no Python with torch and transformers (pass --python, or set GLM5V_VENV to a venv \
+             made as the README says)"
+        );
+        return Ok(());
+    };
     let dir = tempfile::Builder::new().prefix("glm5v-bench-").tempdir()?;
-    match args.what.as_str() {
+    match what.as_str() {
         "prep" => bench_prep(&args, &py, dir.path())?,
         _ => bench_cpu(&args, &py, dir.path())?,
     }
@@ -208,19 +263,26 @@ fn bench_prep(args: &Args, py: &Path, dir: &Path) -> anyhow::Result<()> {
 
 /// Forward FLOPs of one image of `n` patches (one attention segment) through the tower.
 fn flops(cfg: &VisionConfig, n: usize) -> f64 {
-    let (n, d, i) = (
-        n as f64,
-        cfg.hidden_size as f64,
-        cfg.intermediate_size as f64,
-    );
+    flops_segments(cfg, &[n])
+}
+
+/// Forward FLOPs of a packed batch whose attention segments have these lengths (patches): the
+/// linear layers see every patch, attention (QK^T and PV) only pairs within a segment.
+fn flops_segments(cfg: &VisionConfig, segments: &[usize]) -> f64 {
+    let n = segments.iter().sum::<usize>() as f64;
+    let (d, i) = (cfg.hidden_size as f64, cfg.intermediate_size as f64);
     let (o, p) = (
         cfg.out_hidden_size as f64,
         cfg.projection_intermediate_size as f64,
     );
     let pd = cfg.patch_dim() as f64;
     let g = n / (cfg.spatial_merge_size * cfg.spatial_merge_size) as f64;
+    let attention: f64 = segments
+        .iter()
+        .map(|&s| 4.0 * (s as f64) * (s as f64) * d)
+        .sum();
     let block = 2.0 * n * d * 3.0 * d
-        + 4.0 * n * n * d
+        + attention
         + 2.0 * n * d * d
         + 2.0 * n * d * 2.0 * i
         + 2.0 * n * i * d;
@@ -233,16 +295,25 @@ fn flops(cfg: &VisionConfig, n: usize) -> f64 {
         + 2.0 * g * p * o
 }
 
+/// FLOPs of one forward over `grids` (segments as the tower cuts them: one per image and per
+/// frame pair).
+fn flops_grids(cfg: &VisionConfig, grids: &[Grid]) -> f64 {
+    let cu = cu_seqlens(grids);
+    let segs: Vec<usize> = cu.windows(2).map(|w| w[1] - w[0]).collect();
+    flops_segments(cfg, &segs)
+}
+
 fn bench_cpu(args: &Args, py: &Path, dir: &Path) -> anyhow::Result<()> {
     let model = match &args.model {
         Some(m) => m.clone(),
         None => {
             let m = dir.join("full");
             eprintln!(
-                "glm5v: writing the synthetic full checkpoint (seed 0) to {}",
+                "glm5v: writing the synthetic full checkpoint (seed {}) to {}",
+                args.seed,
                 m.display()
             );
-            write_checkpoint(&m, &SynthSpec::new(Preset::Full, 0))?;
+            write_checkpoint(&m, &SynthSpec::new(Preset::Full, args.seed))?;
             m
         }
     };
@@ -365,4 +436,432 @@ fn cfg_name(c: &VisionConfig) -> String {
         "depth {}, hidden {}, heads {}, mlp {}, out {}",
         c.depth, c.hidden_size, c.num_heads, c.intermediate_size, c.out_hidden_size
     )
+}
+
+/// One `bench gpu` case: `images` equal images in one packed batch.
+struct GpuCase {
+    name: String,
+    images: usize,
+    grids: Vec<Grid>,
+}
+
+impl GpuCase {
+    fn patches(&self) -> usize {
+        self.grids.iter().map(|g| g[0] * g[1] * g[2]).sum()
+    }
+}
+
+/// Parses a --cases entry: `S`, `HxW`, `KxS` (K below one merge unit of pixels) or `KxHxW`.
+fn parse_case(s: &str, cfg: &VisionConfig) -> anyhow::Result<GpuCase> {
+    let unit = cfg.patch_size * cfg.spatial_merge_size;
+    let nums = s
+        .split('x')
+        .map(|t| t.trim().parse::<usize>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| {
+            anyhow::anyhow!("--cases: {s:?} is not S, HxW, KxS or KxHxW (whole numbers)")
+        })?;
+    let (k, h, w) = match nums[..] {
+        [side] => (1, side, side),
+        [k, side] if k < unit => (k, side, side),
+        [h, w] => (1, h, w),
+        [k, h, w] => (k, h, w),
+        _ => bail!("--cases: {s:?} is not S, HxW, KxS or KxHxW"),
+    };
+    if k == 0 {
+        bail!("--cases: {s:?} has no images");
+    }
+    if h == 0 || w == 0 || h % unit != 0 || w % unit != 0 {
+        bail!(
+            "--cases: {s:?}: the image sides {h}x{w} must be positive multiples of {unit} pixels \
+             (patch_size {} x spatial_merge_size {})",
+            cfg.patch_size,
+            cfg.spatial_merge_size
+        );
+    }
+    let grid = [1, h / cfg.patch_size, w / cfg.patch_size];
+    Ok(GpuCase {
+        name: s.trim().to_string(),
+        images: k,
+        grids: vec![grid; k],
+    })
+}
+
+/// Deterministic normal-ish numbers (splitmix64; the sum of four uniforms, unit variance).
+struct Noise(u64);
+
+impl Noise {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn uniform(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    fn normalish(&mut self) -> f32 {
+        let s: f32 = (0..4).map(|_| self.uniform()).sum();
+        (s - 2.0) * 3f32.sqrt()
+    }
+}
+
+/// Runs the upstream script with its stderr shown (progress, compile logs); its JSON lines.
+/// A failing script is reported and yields the lines it printed before failing.
+fn upstream_streaming(py: &Path, dir: &Path, args: &[String]) -> Vec<Value> {
+    let script = dir.join("bench_upstream.py");
+    let out = std::fs::write(&script, SCRIPT)
+        .with_context(|| format!("cannot write {}", script.display()))
+        .and_then(|()| {
+            Command::new(py)
+                .arg(&script)
+                .args(args)
+                .stdin(Stdio::null())
+                .stderr(Stdio::inherit())
+                .output()
+                .with_context(|| format!("cannot run {}", py.display()))
+        });
+    match out {
+        Ok(o) => {
+            if !o.status.success() {
+                eprintln!(
+                    "glm5v: upstream benchmark exited with {} (its cases missing below are n/a)",
+                    o.status
+                );
+            }
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect()
+        }
+        Err(e) => {
+            eprintln!("glm5v: upstream benchmark not run: {e:#}");
+            Vec::new()
+        }
+    }
+}
+
+fn bench_gpu(args: &Args) -> anyhow::Result<()> {
+    let info = match device_available() {
+        Ok(info) => info,
+        Err(e) => {
+            println!("bench gpu: skipped: no CUDA device ({e})");
+            return Ok(());
+        }
+    };
+    let py = python(args);
+    if py.is_none() {
+        eprintln!(
+            "glm5v: no Python with torch and transformers (pass --python): timing our side only, \
+             upstream columns n/a"
+        );
+    }
+    // the cases are checked before anything heavy is written or loaded
+    let spec = SynthSpec::new(Preset::Full, args.seed);
+    let cfg = match &args.model {
+        Some(m) => VisionConfig::from_path(m)?,
+        None => spec.vision_config(),
+    };
+    let cases = args
+        .cases
+        .iter()
+        .map(|c| parse_case(c, &cfg))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let dir = tempfile::Builder::new().prefix("glm5v-bench-").tempdir()?;
+    let model = match &args.model {
+        Some(m) => m.clone(),
+        None => {
+            let m = dir.path().join("full");
+            eprintln!(
+                "glm5v: writing the synthetic full checkpoint (bf16, seed {}) to {}",
+                args.seed,
+                m.display()
+            );
+            write_checkpoint(&m, &spec)?;
+            m
+        }
+    };
+    let t0 = Instant::now();
+    let tower = GpuTower::load(
+        &model,
+        GpuOptions {
+            precision: GpuPrecision::Bf16,
+        },
+    )
+    .with_context(|| format!("cannot load {} onto the GPU", model.display()))?;
+    let cfg = tower.config().clone();
+    eprintln!(
+        "glm5v: GPU tower ready in {:.1} s on {} ({:.0} MB of bf16 weights)",
+        t0.elapsed().as_secs_f64(),
+        info.name,
+        tower.weight_bytes() as f64 / 1e6
+    );
+
+    // ours, and the pixels upstream will get
+    let mut inputs: Vec<(Array2<f32>, Vec<i64>)> = Vec::new();
+    let mut ours: Vec<Result<Vec<f64>, String>> = Vec::new();
+    for (k, case) in cases.iter().enumerate() {
+        let n = case.patches();
+        let mut noise = Noise(args.seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ (k as u64 + 1));
+        let px = Array2::from_shape_simple_fn((n, cfg.patch_dim()), || noise.normalish());
+        let warmup = if n > 20_000 { 1 } else { 3 };
+        eprintln!(
+            "glm5v: ours: case {} ({} image(s), {n} patches), {warmup} warm-up(s), {} timed",
+            case.name, case.images, args.reps
+        );
+        let r = tower
+            .time_forward(px.view(), &case.grids, warmup, args.reps)
+            .map_err(|e| e.to_string());
+        if let Err(e) = &r {
+            eprintln!("glm5v: ours failed on case {}: {e}", case.name);
+        }
+        ours.push(r);
+        let grids: Vec<i64> = case.grids.iter().flatten().map(|&x| x as i64).collect();
+        inputs.push((px, grids));
+    }
+    drop(tower); // the device memory goes back before upstream runs
+
+    let up = match &py {
+        Some(py) => {
+            let pixels = dir.path().join("pixels.safetensors");
+            let views = inputs
+                .iter()
+                .enumerate()
+                .flat_map(|(k, (px, g))| {
+                    [
+                        (
+                            format!("pixel_values.{k}"),
+                            safetensors::Dtype::F32,
+                            vec![px.nrows(), px.ncols()],
+                            bytemuck::cast_slice::<f32, u8>(px.as_slice().expect("standard")),
+                        ),
+                        (
+                            format!("image_grid_thw.{k}"),
+                            safetensors::Dtype::I64,
+                            vec![g.len() / 3, 3],
+                            bytemuck::cast_slice::<i64, u8>(g),
+                        ),
+                    ]
+                })
+                .map(|(name, dt, shape, bytes)| {
+                    Ok((
+                        name,
+                        safetensors::tensor::TensorView::new(dt, shape, bytes)?,
+                    ))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            safetensors::serialize_to_file(views, None, &pixels)
+                .with_context(|| format!("cannot write {}", pixels.display()))?;
+            drop(inputs);
+            eprintln!("glm5v: our side done; running upstream ({})", py.display());
+            upstream_streaming(
+                py,
+                dir.path(),
+                &[
+                    "gpu".into(),
+                    args.reps.to_string(),
+                    model.display().to_string(),
+                    pixels.display().to_string(),
+                ],
+            )
+        }
+        None => Vec::new(),
+    };
+
+    // one JSON line per case, then the table
+    let fmt = |x: Option<f64>, prec: usize| match x {
+        Some(v) => format!("{v:.prec$}"),
+        None => "n/a".to_string(),
+    };
+    let mut rows = Vec::new();
+    for (k, (case, r)) in cases.iter().zip(&ours).enumerate() {
+        let u = up
+            .iter()
+            .find(|v| v["what"] == "gpu" && v["index"].as_u64() == Some(k as u64))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let eager = u["eager_median_ms"].as_f64();
+        let compiled = u["compiled_median_ms"].as_f64();
+        let flop = flops_grids(&cfg, &case.grids);
+        let (ms, min_ms) = match r {
+            Ok(t) => (Some(median(t.clone())), t.iter().copied().reduce(f64::min)),
+            Err(_) => (None, None),
+        };
+        let tflops = ms.map(|m| flop / (m / 1e3) / 1e12);
+        let over = |x: Option<f64>| x.zip(ms).map(|(a, b)| a / b);
+        println!(
+            "{}",
+            json!({
+                "what": "gpu",
+                "case": case.name,
+                "images": case.images,
+                "grid": case.grids[0],
+                "patches": case.patches(),
+                "flop": flop,
+                "precision": "bf16",
+                "device": info.name,
+                "reps": args.reps,
+                "ours_ms": ms,
+                "ours_min_ms": min_ms,
+                "ours_error": r.as_ref().err(),
+                "upstream_eager_ms": eager,
+                "upstream_compiled_ms": compiled,
+                "upstream_eager_error": u.get("eager_error"),
+                "upstream_compiled_error": u.get("compiled_error"),
+                "eager_over_ours": over(eager),
+                "compiled_over_ours": over(compiled),
+                "ours_tflops": tflops,
+            })
+        );
+        rows.push(format!(
+            "{:<12} {:>7} {:>9} {:>10} {:>11} {:>13} {:>11} {:>14} {:>8}",
+            case.name,
+            case.images,
+            case.patches(),
+            fmt(ms, 2),
+            fmt(eager, 2),
+            fmt(compiled, 2),
+            fmt(over(eager), 2),
+            fmt(over(compiled), 2),
+            fmt(tflops, 1)
+        ));
+    }
+    println!(
+        "\ngpu tower, bf16, {} on {}; CUDA events, median of {} timed forwards per case\n\
+         upstream: transformers Glm5NextVisionModel, bf16, sdpa, eager and torch.compile{}\n",
+        cfg_name(&cfg),
+        info.name,
+        args.reps,
+        if py.is_none() {
+            " (not run: no Python)"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "{:<12} {:>7} {:>9} {:>10} {:>11} {:>13} {:>11} {:>14} {:>8}",
+        "case",
+        "images",
+        "patches",
+        "ours ms",
+        "eager ms",
+        "compiled ms",
+        "eager/ours",
+        "compiled/ours",
+        "TFLOP/s"
+    );
+    for r in rows {
+        println!("{r}");
+    }
+    println!("\nratios = upstream / ours (higher is faster); TFLOP/s = ours");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full() -> VisionConfig {
+        Preset::Full.config()
+    }
+
+    #[test]
+    fn default_cases_have_the_documented_grids() {
+        let cfg = full();
+        let want: [(&str, usize, Grid, usize); 4] = [
+            ("1008", 1, [1, 72, 72], 5184),
+            ("16x448", 16, [1, 32, 32], 16384),
+            ("112", 1, [1, 8, 8], 64),
+            ("2016x3024", 1, [1, 144, 216], 31104),
+        ];
+        for (name, images, grid, patches) in want {
+            let c = parse_case(name, &cfg).unwrap();
+            assert_eq!(
+                (c.images, c.grids[0], c.patches()),
+                (images, grid, patches),
+                "{name}"
+            );
+            assert!(c.grids.iter().all(|g| *g == grid));
+        }
+        let c = parse_case("30x56x84", &cfg).unwrap();
+        assert_eq!((c.images, c.grids[0]), (30, [1, 4, 6]));
+    }
+
+    #[test]
+    fn bad_cases_are_errors() {
+        let cfg = full();
+        for bad in ["", "0", "100", "0x448", "16x450", "1x2x3x4", "abc", "28x-1"] {
+            assert!(parse_case(bad, &cfg).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn packed_attention_is_per_segment() {
+        let cfg = full();
+        // 16 separate 32x32 images cost 16 single-image forwards, not one 16384-patch segment
+        let packed = flops_grids(&cfg, &[[1, 32, 32]; 16]);
+        let one = flops(&cfg, 1024);
+        assert!((packed / (16.0 * one) - 1.0).abs() < 1e-12);
+        assert!(flops(&cfg, 16384) > packed * 1.5);
+        // a video grid: one segment per temporal patch
+        let video = flops_grids(&cfg, &[[3, 8, 8]]);
+        assert!((video / (3.0 * flops(&cfg, 64)) - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn flops_match_torch_flop_counter_on_upstream() {
+        // torch.utils.flop_counter.FlopCounterMode around upstream's Glm5NextVisionModel (sdpa)
+        // with the tiny config, per grid list (matmul, conv and attention FLOPs).
+        let cfg = Preset::Tiny.config();
+        let cases: [(&[Grid], f64); 4] = [
+            (&[[1, 8, 8]], 24_772_608.0),
+            (&[[1, 4, 4]; 3], 17_399_808.0),
+            (&[[3, 4, 6]], 26_394_624.0),
+            (&[[1, 72, 72]], 15_596_126_208.0),
+        ];
+        for (grids, want) in cases {
+            let got = flops_grids(&cfg, grids);
+            assert!(
+                (got / want - 1.0).abs() < 1e-12,
+                "{grids:?}: {got} vs {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn noise_is_deterministic_and_roughly_standard() {
+        let (mut a, mut b) = (Noise(7), Noise(7));
+        let xs: Vec<f32> = (0..100_000).map(|_| a.normalish()).collect();
+        assert!(xs.iter().all(|&x| x == b.normalish()));
+        let mean = xs.iter().map(|&x| x as f64).sum::<f64>() / xs.len() as f64;
+        let var = xs.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / xs.len() as f64;
+        assert!(
+            mean.abs() < 0.02 && (var - 1.0).abs() < 0.03,
+            "{mean} {var}"
+        );
+        assert_ne!(Noise(8).normalish(), Noise(7).normalish());
+    }
+
+    #[test]
+    fn backend_is_another_spelling_of_what() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: Args,
+        }
+        let what = |v: &[&str]| {
+            Cli::try_parse_from(std::iter::once("bench").chain(v.iter().copied()))
+                .map_err(|e| e.to_string())
+                .and_then(|c| c.args.what().map(str::to_string).map_err(|e| e.to_string()))
+        };
+        assert_eq!(what(&["gpu"]).unwrap(), "gpu");
+        assert_eq!(what(&["--backend", "gpu"]).unwrap(), "gpu");
+        assert_eq!(what(&["gpu", "--backend", "gpu"]).unwrap(), "gpu");
+        assert_eq!(what(&["--backend", "cpu"]).unwrap(), "cpu");
+        assert!(what(&["cpu", "--backend", "gpu"]).is_err());
+        assert!(what(&[]).is_err());
+        assert!(what(&["--backend", "prep"]).is_err());
+    }
 }
