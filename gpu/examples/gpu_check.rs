@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! gpu_check [--tiny DIR] [--full DIR [--synth-seed N] [--full-taps FILE]] [--bench] [--largest] [--seed N]
+//!           [--bf16-only] [--no-check] [--cases 1008,16x448,112,2016x3024] [--iters WARM,N] [--ptx FILE]
 //! ```
 //!
 //! - `--tiny DIR`: a checkpoint whose `taps.safetensors` holds upstream's taps and inputs
@@ -12,6 +13,11 @@
 //!   `--full-taps`, e.g. fixtures/tower/full/taps.safetensors for synth seed 5), then the final embeddings of a 1008x1008 image (72x72 grid).
 //! - `--bench`: CUDA-event timings (3 warm-ups, median of 10) of one 72x72 image and 16 32x32
 //!   images in bf16 (and f32); `--largest` adds a 144x216 grid (31104 patches).
+//! - `--no-check`: with `--full`, skip the correctness checks (timing only).
+//! - `--bf16-only`: skip the f32 parity mode; `--cases`: time only these cases; `--iters`: warm-ups
+//!   and timed runs (for a profiler: `--iters 1,1`).
+//! - `--ptx FILE`: write the bf16 / head_dim 64 kernel module's PTX for compute_90 and exit (no
+//!   device needed; feed it to `ptxas -v` for the register and spill report).
 //!
 //! Prints tables on stdout; exits non-zero when a tolerance is missed.
 
@@ -144,6 +150,10 @@ fn run() -> Res<bool> {
     let mut seed: u64 = rand::rng().random();
     let mut synth_seed: u64 = 5;
     let mut full_taps: Option<PathBuf> = None;
+    let mut bf16_only = false;
+    let mut no_check = false;
+    let mut only: Option<Vec<String>> = None;
+    let mut iters_arg: Option<(usize, usize)> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -154,6 +164,29 @@ fn run() -> Res<bool> {
             "--synth-seed" => synth_seed = args.next().ok_or("--synth-seed N")?.parse()?,
             "--full-taps" => full_taps = Some(args.next().ok_or("--full-taps FILE")?.into()),
             "--seed" => seed = args.next().ok_or("--seed N")?.parse()?,
+            "--bf16-only" => bf16_only = true,
+            "--no-check" => no_check = true,
+            "--cases" => {
+                only = Some(
+                    args.next()
+                        .ok_or("--cases LIST")?
+                        .split(',')
+                        .map(str::to_string)
+                        .collect(),
+                )
+            }
+            "--iters" => {
+                let v = args.next().ok_or("--iters WARM,N")?;
+                let (w, n) = v.split_once(',').ok_or("--iters WARM,N")?;
+                iters_arg = Some((w.parse()?, n.parse()?));
+            }
+            "--ptx" => {
+                let out = args.next().ok_or("--ptx FILE")?;
+                let ptx = glm5v_gpu::device::compile_kernels(true, 64, "compute_90")?;
+                std::fs::write(&out, ptx)?;
+                println!("wrote {out}");
+                return Ok(true);
+            }
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
@@ -226,9 +259,14 @@ fn run() -> Res<bool> {
         let cfg = w.config.clone();
         let names = glm5v_reference::tap_names(cfg.depth);
         let cpu = CpuTower::new(w.clone());
-        let gpus: Vec<(Precision, GpuTower)> = [Precision::F32, Precision::Bf16]
-            .into_iter()
-            .map(|p| GpuTower::from_weights(&w, GpuOptions { precision: p }).map(|g| (p, g)))
+        let precisions: &[Precision] = if bf16_only {
+            &[Precision::Bf16]
+        } else {
+            &[Precision::F32, Precision::Bf16]
+        };
+        let gpus: Vec<(Precision, GpuTower)> = precisions
+            .iter()
+            .map(|&p| GpuTower::from_weights(&w, GpuOptions { precision: p }).map(|g| (p, g)))
             .collect::<Result<_, _>>()?;
         for (p, g) in &gpus {
             println!(
@@ -237,98 +275,121 @@ fn run() -> Res<bool> {
                 g.weight_bytes() as f64 / 1e9
             );
         }
-        if let Some(f) = &full_taps {
-            println!("  -- against upstream taps {}", f.display());
-            let (up, px, grids) = load_upstream(f)?;
+        if !no_check {
+            if let Some(f) = &full_taps {
+                println!("  -- against upstream taps {}", f.display());
+                let (up, px, grids) = load_upstream(f)?;
+                for (p, gpu) in &gpus {
+                    let mut g = TapMap::new(TapFilter::all());
+                    gpu.forward(px.view(), &grids, Some(&mut g))?;
+                    compare(&format!("gpu-{} vs upstream", p.name()), &g, &up, &names);
+                }
+            }
+            // per-tap, two segments (a 28x28 image and a 2-frame 8x12 video)
+            let grids: Vec<Grid> = vec![[1, 28, 28], [2, 8, 12]];
+            let px = pixels(&mut rng, &grids, cfg.patch_dim());
+            let t0 = Instant::now();
+            let mut cpu_taps = TapMap::new(TapFilter::all());
+            cpu.forward(px.view(), &grids, Some(&mut cpu_taps))?;
+            println!(
+                "  cpu reference forward with taps: {:.1} s",
+                t0.elapsed().as_secs_f64()
+            );
             for (p, gpu) in &gpus {
                 let mut g = TapMap::new(TapFilter::all());
                 gpu.forward(px.view(), &grids, Some(&mut g))?;
-                compare(&format!("gpu-{} vs upstream", p.name()), &g, &up, &names);
-            }
-        }
-        // per-tap, two segments (a 28x28 image and a 2-frame 8x12 video)
-        let grids: Vec<Grid> = vec![[1, 28, 28], [2, 8, 12]];
-        let px = pixels(&mut rng, &grids, cfg.patch_dim());
-        let t0 = Instant::now();
-        let mut cpu_taps = TapMap::new(TapFilter::all());
-        cpu.forward(px.view(), &grids, Some(&mut cpu_taps))?;
-        println!(
-            "  cpu reference forward with taps: {:.1} s",
-            t0.elapsed().as_secs_f64()
-        );
-        for (p, gpu) in &gpus {
-            let mut g = TapMap::new(TapFilter::all());
-            gpu.forward(px.view(), &grids, Some(&mut g))?;
-            let worst = compare(
-                &format!("gpu-{} vs cpu-f32", p.name()),
-                &g,
-                &cpu_taps,
-                &names,
-            );
-            let fin = (g.get("merger"), cpu_taps.get("merger"));
-            if let (Some(a), Some(b)) = fin {
-                println!(
-                    "  gpu-{} final: rel L2 {:.3e}, cosine {:.6}",
-                    p.name(),
-                    rel_l2(&a.data, &b.data),
-                    cosine(&a.data, &b.data)
+                let worst = compare(
+                    &format!("gpu-{} vs cpu-f32", p.name()),
+                    &g,
+                    &cpu_taps,
+                    &names,
                 );
+                let fin = (g.get("merger"), cpu_taps.get("merger"));
+                if let (Some(a), Some(b)) = fin {
+                    println!(
+                        "  gpu-{} final: rel L2 {:.3e}, cosine {:.6}",
+                        p.name(),
+                        rel_l2(&a.data, &b.data),
+                        cosine(&a.data, &b.data)
+                    );
+                }
+                if *p == Precision::F32 && worst > 1e-4 {
+                    println!("  FAIL gpu-f32 worst tap {worst:.3e} > 1e-4");
+                    ok = false;
+                }
             }
-            if *p == Precision::F32 && worst > 1e-4 {
-                println!("  FAIL gpu-f32 worst tap {worst:.3e} > 1e-4");
-                ok = false;
-            }
-        }
-        drop(cpu_taps);
-        // final embeddings of one 1008x1008 image
-        let grids: Vec<Grid> = vec![[1, 72, 72]];
-        let px = pixels(&mut rng, &grids, cfg.patch_dim());
-        let t0 = Instant::now();
-        let want = cpu.forward(px.view(), &grids, None)?;
-        println!(
-            "  cpu reference 72x72 forward: {:.1} s",
-            t0.elapsed().as_secs_f64()
-        );
-        for (p, gpu) in &gpus {
-            let got = gpu.forward(px.view(), &grids, None)?;
-            let (e, c) = (
-                rel_l2(got.as_slice().unwrap(), want.as_slice().unwrap()),
-                cosine(got.as_slice().unwrap(), want.as_slice().unwrap()),
-            );
+            drop(cpu_taps);
+            // final embeddings of one 1008x1008 image
+            let grids: Vec<Grid> = vec![[1, 72, 72]];
+            let px = pixels(&mut rng, &grids, cfg.patch_dim());
+            let t0 = Instant::now();
+            let want = cpu.forward(px.view(), &grids, None)?;
             println!(
-                "  72x72 final embeddings gpu-{} vs cpu-f32: rel L2 {e:.3e}, cosine {c:.6}",
-                p.name()
+                "  cpu reference 72x72 forward: {:.1} s",
+                t0.elapsed().as_secs_f64()
             );
-            let pass = match p {
-                Precision::F32 => e <= 1e-4,
-                Precision::Bf16 => e <= 2e-2 && c >= 0.999,
-            };
-            if !pass {
-                println!("  FAIL gpu-{} 72x72", p.name());
-                ok = false;
+            for (p, gpu) in &gpus {
+                let got = gpu.forward(px.view(), &grids, None)?;
+                let (e, c) = (
+                    rel_l2(got.as_slice().unwrap(), want.as_slice().unwrap()),
+                    cosine(got.as_slice().unwrap(), want.as_slice().unwrap()),
+                );
+                println!(
+                    "  72x72 final embeddings gpu-{} vs cpu-f32: rel L2 {e:.3e}, cosine {c:.6}",
+                    p.name()
+                );
+                let pass = match p {
+                    Precision::F32 => e <= 1e-4,
+                    Precision::Bf16 => e <= 2e-2 && c >= 0.999,
+                };
+                if !pass {
+                    println!("  FAIL gpu-{} 72x72", p.name());
+                    ok = false;
+                }
             }
         }
         if bench {
             println!(
                 "\n== timing (CUDA events, pixels on the device, no taps; 3 warm-ups, median of 10)"
             );
-            let mut cases: Vec<(&str, Vec<Grid>, f64, f64)> = vec![
-                ("1x 1008x1008 (72x72)", vec![[1, 72, 72]], 51.5, 36.2),
-                ("16x 448x448 (32x32)", vec![[1, 32, 32]; 16], 104.0, 55.2),
-                ("1x 112x112 (8x8)", vec![[1, 8, 8]], 38.3, 26.8),
+            let mut cases: Vec<(&str, &str, Vec<Grid>, f64, f64)> = vec![
+                (
+                    "1008",
+                    "1x 1008x1008 (72x72)",
+                    vec![[1, 72, 72]],
+                    51.5,
+                    36.2,
+                ),
+                (
+                    "16x448",
+                    "16x 448x448 (32x32)",
+                    vec![[1, 32, 32]; 16],
+                    104.0,
+                    55.2,
+                ),
+                ("112", "1x 112x112 (8x8)", vec![[1, 8, 8]], 38.3, 26.8),
             ];
             if largest {
-                cases.push(("1x 2016x3024 (144x216)", vec![[1, 144, 216]], 345.0, 274.0));
+                cases.push((
+                    "2016x3024",
+                    "1x 2016x3024 (144x216)",
+                    vec![[1, 144, 216]],
+                    345.0,
+                    274.0,
+                ));
+            }
+            if let Some(only) = &only {
+                cases.retain(|c| only.iter().any(|o| o == c.0));
             }
             println!(
                 "  {:<24} {:>6} {:>10} {:>10} {:>10} {:>12} {:>12}",
                 "case", "prec", "median ms", "min ms", "max ms", "upstream eager", "compiled"
             );
-            for (label, grids, eager, compiled) in &cases {
+            for (_, label, grids, eager, compiled) in &cases {
                 let px = pixels(&mut rng, grids, cfg.patch_dim());
                 for (p, gpu) in &gpus {
                     let big = grids.iter().map(|g| g[1] * g[2]).max().unwrap_or(0) > 20000;
-                    let (warm, iters) = if big { (1, 3) } else { (3, 10) };
+                    let (warm, iters) = iters_arg.unwrap_or(if big { (1, 3) } else { (3, 10) });
                     let mut t = gpu.time_forward(px.view(), grids, warm, iters)?;
                     t.sort_by(|a, b| a.partial_cmp(b).unwrap());
                     println!(

@@ -18,6 +18,13 @@ __device__ __forceinline__ bf16_t f2bf(float f) {
     return (bf16_t)(u >> 16);
 }
 
+// IEEE half (raw bits), round to nearest even: the attention inputs where their range is proven.
+__device__ __forceinline__ unsigned short f2h(float f) {
+    unsigned short r;
+    asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(r) : "f"(f));
+    return r;
+}
+
 #if ACT_BF16
 typedef bf16_t act_t;
 __device__ __forceinline__ float act_ld(const act_t* p, long long i) { return bf2f(p[i]); }

@@ -1,5 +1,5 @@
 // Element-wise and row kernels of the tower. Math in f32; GEMM outputs are f32, GEMM inputs
-// act_t (common.cuh). Launch shapes are set by the host (src/kernels.rs).
+// act_t (common.cuh). Launch shapes are set by the host (src/tower.rs).
 
 // y[r, :] = w * (x * rsqrt(mean(x^2) + eps)); one block (256 threads) per row.
 extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __restrict__ w,
@@ -41,6 +41,43 @@ extern "C" __global__ void bias_residual(float* __restrict__ h, const float* __r
     }
 }
 
+// bias_residual then rms_norm in one pass over the row: h += b (b nullable; the sum is written
+// back to h only when keep_h, i.e. when h is a wanted tap), x += h, y = w * (x * rsqrt(mean(x^2)
+// + eps)). One block (256 threads) per row, cols <= 256 * RES_MAXV; the same per-thread and
+// block summation order as rms_norm, so y is bit-identical to the two separate kernels.
+#define RES_MAXV 8
+extern "C" __global__ void bias_residual_rms(float* __restrict__ h, const float* __restrict__ b,
+                                             float* __restrict__ x, const float* __restrict__ w,
+                                             act_t* __restrict__ y, int cols, int keep_h, float eps) {
+    __shared__ float scratch[32];
+    const long long base = (long long)blockIdx.x * cols;
+    float xv[RES_MAXV];
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < RES_MAXV; ++i) {
+        const int c = threadIdx.x + i * blockDim.x;
+        xv[i] = 0.0f;
+        if (c < cols) {
+            float v = h[base + c];
+            if (b) {
+                v += b[c];
+                if (keep_h) h[base + c] = v;
+            }
+            const float xn = x[base + c] + v;
+            x[base + c] = xn;
+            xv[i] = xn;
+            s += xn * xn;
+        }
+    }
+    s = block_sum(s, scratch);
+    const float r = 1.0f / sqrtf(s / (float)cols + eps);
+#pragma unroll
+    for (int i = 0; i < RES_MAXV; ++i) {
+        const int c = threadIdx.x + i * blockDim.x;
+        if (c < cols) act_st(y, base + c, w[c] * (xv[i] * r));
+    }
+}
+
 // f32 -> act_t
 extern "C" __global__ void cast_act(const float* __restrict__ x, act_t* __restrict__ y, long long n) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
@@ -50,23 +87,41 @@ extern "C" __global__ void cast_act(const float* __restrict__ x, act_t* __restri
 
 // The clamped SwiGLU over a fused [rows, 2W] gate|up product (bias b [2W] or null):
 // out = silu(min(g, L)) * clamp(u, -L, L). NaN propagates as in torch.
+__device__ __forceinline__ float swiglu1(float g, float u, float limit) {
+    g = g > limit ? limit : g;
+    u = u > limit ? limit : (u < -limit ? -limit : u);
+    return g / (1.0f + expf(-g)) * u;
+}
+
+// Grid: x over column groups (4 columns a thread when W % 4 == 0, else 1), y strides over rows:
+// no 64-bit division per element, 16-byte loads on the vector path.
 extern "C" __global__ void swiglu(const float* __restrict__ gu, const float* __restrict__ b,
                                   act_t* __restrict__ out, long long rows, int width, float limit) {
-    long long n = rows * width;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x) {
-        long long r = i / width;
-        int j = (int)(i - r * width);
-        float g = gu[r * 2 * width + j];
-        float u = gu[r * 2 * width + width + j];
-        if (b) {
-            g += b[j];
-            u += b[width + j];
+    const bool vec = (width & 3) == 0;
+    const int j = (blockIdx.x * blockDim.x + threadIdx.x) * (vec ? 4 : 1);
+    if (j >= width) return;
+    for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
+        const float* gr = gu + r * 2 * width;
+        if (vec) {
+            float4 g = *(const float4*)(gr + j), u = *(const float4*)(gr + width + j);
+            if (b) {
+                const float4 bg = *(const float4*)(b + j), bu = *(const float4*)(b + width + j);
+                g.x += bg.x; g.y += bg.y; g.z += bg.z; g.w += bg.w;
+                u.x += bu.x; u.y += bu.y; u.z += bu.z; u.w += bu.w;
+            }
+            const long long o = r * width + j;
+            act_st(out, o, swiglu1(g.x, u.x, limit));
+            act_st(out, o + 1, swiglu1(g.y, u.y, limit));
+            act_st(out, o + 2, swiglu1(g.z, u.z, limit));
+            act_st(out, o + 3, swiglu1(g.w, u.w, limit));
+        } else {
+            float g = gr[j], u = gr[width + j];
+            if (b) {
+                g += b[j];
+                u += b[width + j];
+            }
+            act_st(out, r * width + j, swiglu1(g, u, limit));
         }
-        g = g > limit ? limit : g;
-        u = u > limit ? limit : (u < -limit ? -limit : u);
-        float s = g / (1.0f + expf(-g));
-        act_st(out, i, s * u);
     }
 }
 
@@ -96,51 +151,92 @@ extern "C" __global__ void layer_norm_gelu(const float* __restrict__ x, const fl
 }
 
 // Per-head RMSNorm of q and k (weights qw, kw [HD]), then the rope (cos/sin [n, HD], rotate_half
-// pairs d and d + HD/2), from the fused qkv [n, 3*heads*HD] (bias already added). Writes q, k, v
-// head-major [heads, n, HD] as act_t; q_tap / k_tap (nullable) get the normalised q, k before
-// the rope, token-major [n, heads*HD]. One thread per (token, head).
-extern "C" __global__ void qk_norm_rope(const float* __restrict__ qkv, const float* __restrict__ qw,
-                                        const float* __restrict__ kw, const float* __restrict__ cosv,
-                                        const float* __restrict__ sinv, act_t* __restrict__ q,
-                                        act_t* __restrict__ k, act_t* __restrict__ v,
-                                        float* __restrict__ q_tap, float* __restrict__ k_tap, int n,
-                                        int heads, float eps) {
-    long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (idx >= (long long)n * heads) return;
-    int h = (int)(idx % heads);
-    long long t = idx / heads;
-    int d_model = heads * HD;
-    const float* row = qkv + t * 3 * d_model;
-    const float* c = cosv + t * HD;
-    const float* s = sinv + t * HD;
-    long long out_base = ((long long)h * n + t) * HD;
-    float buf[HD];
+// pairs d and d + HD/2), from the fused qkv [n, 3*heads*HD] plus its bias (bias [3*heads*HD] or
+// null when already added). Writes q, k, v head-major [heads, n, HD] as act_t, or as IEEE half
+// when f16 != 0 (bf16 builds; the host sets it only where the weights bound the range); q_tap / k_tap
+// (nullable) get the normalised q, k before the rope, token-major [n, heads*HD].
+// One warp per (token, head) (lane l owns dims l, l+32, ...: coalesced rows), 4 warps a block,
+// grid-stride; the normalised head goes through shared memory for the rope's partner dims.
+#define QKR_WARPS 4
+__device__ __forceinline__ void qkv_st(act_t* p, long long i, float v, int f16) {
+#if ACT_BF16
+    if (f16) {
+        p[i] = f2h(v);
+        return;
+    }
+#endif
+    act_st(p, i, v);
+}
+extern "C" __global__ void __launch_bounds__(QKR_WARPS * 32)
+qk_norm_rope(const float* __restrict__ qkv, const float* __restrict__ bias, const float* __restrict__ qw,
+             const float* __restrict__ kw, const float* __restrict__ cosv, const float* __restrict__ sinv,
+             act_t* __restrict__ q, act_t* __restrict__ k, act_t* __restrict__ v,
+             float* __restrict__ q_tap, float* __restrict__ k_tap, int n, int heads, float eps, int f16) {
+    __shared__ float sh[QKR_WARPS][HD];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int d_model = heads * HD;
+    float* buf = sh[warp];
+    const long long items = (long long)n * heads;
+    for (long long idx = (long long)blockIdx.x * QKR_WARPS + warp; idx < items;
+         idx += (long long)gridDim.x * QKR_WARPS) {
+        const int h = (int)(idx % heads);
+        const long long t = idx / heads;
+        const float* row = qkv + t * 3 * d_model;
+        const float* c = cosv + t * HD;
+        const float* s = sinv + t * HD;
+        const long long out_base = ((long long)h * n + t) * HD;
 #pragma unroll
-    for (int part = 0; part < 2; ++part) {
-        const float* src = row + part * d_model + h * HD;
-        const float* w = part == 0 ? qw : kw;
-        float ss = 0.0f;
+        for (int part = 0; part < 2; ++part) {
+            const int col0 = part * d_model + h * HD;
+            const float* w = part == 0 ? qw : kw;
+            float ss = 0.0f;
+            float xs[(HD + 31) / 32];
 #pragma unroll
-        for (int d = 0; d < HD; ++d) {
-            float x = src[d];
-            buf[d] = x;
-            ss += x * x;
+            for (int i = 0; i < (HD + 31) / 32; ++i) {
+                const int d = lane + 32 * i;
+                float x = 0.0f;
+                if (d < HD) {
+                    x = row[col0 + d];
+                    if (bias) x += bias[col0 + d];
+                }
+                xs[i] = x;
+                ss += x * x;
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+            const float r = 1.0f / sqrtf(ss / (float)HD + eps);
+            float* tap = part == 0 ? q_tap : k_tap;
+#pragma unroll
+            for (int i = 0; i < (HD + 31) / 32; ++i) {
+                const int d = lane + 32 * i;
+                if (d < HD) {
+                    const float y = w[d] * (xs[i] * r);
+                    xs[i] = y;
+                    buf[d] = y;
+                    if (tap) tap[t * d_model + h * HD + d] = y;
+                }
+            }
+            __syncwarp();
+            act_t* dst = (part == 0 ? q : k) + out_base;
+#pragma unroll
+            for (int i = 0; i < (HD + 31) / 32; ++i) {
+                const int d = lane + 32 * i;
+                if (d < HD) {
+                    const float rot = d < HD / 2 ? -buf[d + HD / 2] : buf[d - HD / 2];
+                    qkv_st(dst, d, xs[i] * c[d] + rot * s[d], f16);
+                }
+            }
+            __syncwarp();  // buf is rewritten by the next part / item
         }
-        float r = 1.0f / sqrtf(ss / (float)HD + eps);
-        float* tap = part == 0 ? q_tap : k_tap;
+        const int col0 = 2 * d_model + h * HD;
 #pragma unroll
-        for (int d = 0; d < HD; ++d) {
-            buf[d] = w[d] * (buf[d] * r);
-            if (tap) tap[t * d_model + h * HD + d] = buf[d];
-        }
-        act_t* dst = (part == 0 ? q : k) + out_base;
-#pragma unroll
-        for (int d = 0; d < HD; ++d) {
-            float rot = d < HD / 2 ? -buf[d + HD / 2] : buf[d - HD / 2];
-            act_st(dst, d, buf[d] * c[d] + rot * s[d]);
+        for (int i = 0; i < (HD + 31) / 32; ++i) {
+            const int d = lane + 32 * i;
+            if (d < HD) {
+                float x = row[col0 + d];
+                if (bias) x += bias[col0 + d];
+                qkv_st(v + out_base, d, x, f16);
+            }
         }
     }
-    const float* src = row + 2 * d_model + h * HD;
-#pragma unroll
-    for (int d = 0; d < HD; ++d) act_st(v + out_base, d, src[d]);
 }

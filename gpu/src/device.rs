@@ -16,10 +16,11 @@ pub const TOWER_CU: &str = include_str!("../kernels/tower.cu");
 pub const ATTENTION_CU: &str = include_str!("../kernels/attention.cu");
 
 /// Kernel entry points of the module.
-const KERNELS: [&str; 8] = [
+const KERNELS: [&str; 9] = [
     "rms_norm",
     "add_bias",
     "bias_residual",
+    "bias_residual_rms",
     "cast_act",
     "swiglu",
     "layer_norm_gelu",
@@ -251,6 +252,8 @@ pub struct Dev {
     pub bf16: bool,
     pub head_dim: usize,
     funcs: HashMap<&'static str, CudaFunction>,
+    /// Streaming multiprocessors of the device.
+    pub sm_count: usize,
 }
 
 impl Dev {
@@ -308,13 +311,37 @@ impl Dev {
             );
         }
         // The tensor-core attention exists only in the bf16, head_dim 64 build.
-        if bf16 && head_dim == 64 && std::env::var("GLM5V_GPU_ATTENTION").as_deref() != Ok("scalar")
-        {
-            let f = module
-                .load_function("attention_mma")
-                .map_err(|e| GpuError::cuda("load kernel attention_mma", e))?;
-            funcs.insert("attention_mma", f);
+        // GLM5V_GPU_ATTENTION: scalar (the f32 FMA kernel only), mma (8 warps x 16 queries),
+        // mma_w4 (4 warps x 32 queries), anything else: both, chosen per launch (see
+        // `Dev::attention_kernel`).
+        let choice = std::env::var("GLM5V_GPU_ATTENTION").unwrap_or_default();
+        if bf16 && head_dim == 64 {
+            for name in [
+                "attention_mma",
+                "attention_mma_w4",
+                "attention_mma_f16",
+                "attention_mma_w4_f16",
+            ] {
+                let wanted = match choice.as_str() {
+                    "scalar" => false,
+                    "mma" => name.starts_with("attention_mma") && !name.contains("_w4"),
+                    "mma_w4" => name.starts_with("attention_mma_w4"),
+                    _ => true,
+                };
+                if wanted {
+                    let f = module
+                        .load_function(name)
+                        .map_err(|e| GpuError::cuda(format!("load kernel {name}"), e))?;
+                    funcs.insert(name, f);
+                }
+            }
         }
+        let sm_count = ctx
+            .attribute(
+                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )
+            .map_err(|e| GpuError::cuda("cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)", e))?
+            .max(1) as usize;
         Ok(Self {
             ctx,
             stream,
@@ -323,6 +350,7 @@ impl Dev {
             bf16,
             head_dim,
             funcs,
+            sm_count,
         })
     }
 
@@ -455,6 +483,24 @@ impl Dev {
     }
 
     /// Whether kernel `name` was loaded.
+    /// The attention kernel and its block size for `blocks` (query tiles x heads) blocks: the
+    /// tensor-core kernel with 4 warps of 32 queries (half the shared-memory traffic per MMA)
+    /// when the launch fills the device at least four times over, else the one with 8 warps of
+    /// 16 queries (twice the warps per query tile: more warps in flight when there are few tiles);
+    /// its half-input variant when `f16`; the scalar kernel when no tensor-core kernel is loaded.
+    pub fn attention_kernel(&self, blocks: usize, f16: bool) -> (&'static str, u32) {
+        let big = blocks >= 4 * self.sm_count;
+        let pick = |name: &'static str, half: &'static str| {
+            if f16 && self.has(half) { half } else { name }
+        };
+        match (self.has("attention_mma"), self.has("attention_mma_w4")) {
+            (_, true) if big => (pick("attention_mma_w4", "attention_mma_w4_f16"), 128),
+            (true, _) => (pick("attention_mma", "attention_mma_f16"), 256),
+            (false, true) => (pick("attention_mma_w4", "attention_mma_w4_f16"), 128),
+            (false, false) => ("attention", 64),
+        }
+    }
+
     pub fn has(&self, name: &str) -> bool {
         self.funcs.contains_key(name)
     }

@@ -50,7 +50,53 @@ struct BlockW {
     gate_up_b: Option<DBuf>,
     down_w: DBuf,
     down_b: Option<DBuf>,
+    /// q, k, v of this block go to the tensor cores as IEEE half: the weights bound them far
+    /// inside its range (see [`attention_input_bound`]).
+    attn_f16: bool,
 }
+
+/// Largest |q|, |k| (after the per-head RMSNorm and the rope) and |v| that block `b` can produce,
+/// from its weights alone: RMSNorm gives a row of L2 norm sqrt(n) before its weight, so
+/// |q_d| <= sqrt(hd) max|w_q| (the rope adds at most a factor 2), and
+/// |v_j| <= sqrt(d) max|norm1| ||W_v[j]||_2 + |b_v[j]| (Cauchy-Schwarz). Infinite when a weight is
+/// not finite.
+fn attention_input_bound(
+    b: &glm5v_reference::weights::BlockWeights<f32>,
+    d: usize,
+    hd: usize,
+) -> f64 {
+    let maxabs = |a: &mut dyn Iterator<Item = f32>| {
+        a.fold(0f64, |m, x| {
+            if x.is_finite() {
+                m.max((x as f64).abs())
+            } else {
+                f64::INFINITY
+            }
+        })
+    };
+    let qk =
+        2.0 * (hd as f64).sqrt() * maxabs(&mut b.q_norm.iter().chain(b.k_norm.iter()).copied());
+    let n1 = maxabs(&mut b.norm1.iter().copied());
+    let mut row = 0f64;
+    for r in b.qkv_w.rows().into_iter().skip(2 * d).take(d) {
+        let ss: f64 = r.iter().map(|&x| (x as f64) * (x as f64)).sum();
+        row = row.max(if ss.is_finite() {
+            ss.sqrt()
+        } else {
+            f64::INFINITY
+        });
+    }
+    let bv = b
+        .qkv_b
+        .as_ref()
+        .map_or(0.0, |bb| maxabs(&mut bb.iter().skip(2 * d).copied()));
+    let v = (d as f64).sqrt() * n1 * row + bv;
+    qk.max(v)
+}
+
+/// Attention inputs go to half precision only below this bound (a factor 4 under the largest
+/// half, 65504, for the rounding of the GEMM inputs and for headroom).
+const F16_BOUND: f64 = 16384.0;
 
 struct Weights {
     patch_w: DBuf,
@@ -113,7 +159,7 @@ fn wants(taps: &Option<&mut dyn TapSink>, name: &str) -> bool {
 
 /// Queries per block of the scalar attention kernel (`attention`, one thread per query).
 const ATT_BQ: usize = 64;
-/// Queries per block of the tensor-core kernel (`attention_mma`: 8 warps of 16 queries).
+/// Queries per block of the tensor-core kernels (`MMA_BQ` of kernels/attention.cu).
 const MMA_BQ: usize = 128;
 
 /// Query tiles of the attention kernels: (segment start, segment end, first query, end query),
@@ -169,9 +215,14 @@ impl GpuTower {
                 .to_vec()
         };
         let mut blocks = Vec::with_capacity(cfg.depth);
+        // GLM5V_GPU_ATTN_F16=0 keeps every block's attention inputs in bf16 (bisecting).
+        let f16_ok = std::env::var("GLM5V_GPU_ATTN_F16").as_deref() != Ok("0");
         for (i, b) in tw.blocks.iter().enumerate() {
             let n = |x: &str| format!("blocks.{i}.{x}");
+            let attn_f16 =
+                f16_ok && attention_input_bound(b, cfg.hidden_size, cfg.head_dim()) < F16_BOUND;
             blocks.push(BlockW {
+                attn_f16,
                 norm1: up(n("norm1"), &s(&b.norm1), Dt::F32)?,
                 norm2: up(n("norm2"), &s(&b.norm2), Dt::F32)?,
                 qkv_w: up(n("attn.qkv.weight"), &m(&b.qkv_w), act)?,
@@ -266,7 +317,7 @@ impl GpuTower {
         let n = cos.nrows();
         let tiles = tiles_of(
             cu,
-            if self.dev.has("attention_mma") {
+            if self.dev.has("attention_mma") || self.dev.has("attention_mma_w4") {
                 MMA_BQ
             } else {
                 ATT_BQ
@@ -423,6 +474,44 @@ impl GpuTower {
         )
     }
 
+    /// `bias_residual` then `rms` (weight `norm_w`, into `y`) as one kernel when the row fits
+    /// (`cols <= 2048`), else the two kernels. `keep_h`: write `h + b` back to `h` (a wanted tap).
+    #[allow(clippy::too_many_arguments)]
+    fn bias_residual_norm(
+        &self,
+        h: &DBuf,
+        b: Option<&DBuf>,
+        x: &DBuf,
+        norm_w: &DBuf,
+        y: &DBuf,
+        rows: usize,
+        cols: usize,
+        keep_h: bool,
+    ) -> Result<(), GpuError> {
+        if cols > 256 * 8 || rows > i32::MAX as usize {
+            self.bias_residual(h, b, x, rows, cols)?;
+            return self.rms(x, norm_w, y, rows, cols);
+        }
+        let (c, keep, eps) = (cols as i32, keep_h as i32, self.cfg.rms_norm_eps as f32);
+        let bp = b.map_or(0u64, |b| b.ptr);
+        self.dev.launch(
+            "bias_residual_rms",
+            (rows as u32, 1, 1),
+            256,
+            &[
+                arg(h.ptr),
+                arg(bp),
+                arg(x.ptr),
+                arg(norm_w.ptr),
+                arg(y.ptr),
+                arg(c),
+                arg(keep),
+                arg(eps),
+            ],
+        )
+    }
+
+    /// The clamped SwiGLU of `gu` (+ `b`) into `out`.
     fn swiglu(
         &self,
         gu: &DBuf,
@@ -433,9 +522,13 @@ impl GpuTower {
     ) -> Result<(), GpuError> {
         let (r, wdt, lim) = (rows as i64, width as i32, self.cfg.swiglu_limit as f32);
         let bp = b.map_or(0u64, |b| b.ptr);
+        // x: column groups (4 columns a thread when the width allows), y: rows (grid-stride).
+        let per = if width.is_multiple_of(4) { 4 } else { 1 };
+        let gx = width.div_ceil(per * 256).max(1);
+        let gy = rows.clamp(1, 65535);
         self.dev.launch(
             "swiglu",
-            self.dev.grid_for(rows * width),
+            (gx as u32, gy as u32, 1),
             256,
             &[
                 arg(gu.ptr),
@@ -448,7 +541,19 @@ impl GpuTower {
         )
     }
 
-    fn block_dev(&self, i: usize, ws: &Ws, geo: &Geo, taps: Taps<'_, '_>) -> Result<(), GpuError> {
+    /// Block `i` on the residual stream `ws.x`. `xn_ready`: `ws.xn` already holds this block's
+    /// norm1 output (fused into the previous block's last residual add). `next_norm`: the next
+    /// block's norm1 weight, to fuse its RMSNorm into this block's last residual add.
+    #[allow(clippy::too_many_arguments)]
+    fn block_dev(
+        &self,
+        i: usize,
+        ws: &Ws,
+        geo: &Geo,
+        taps: Taps<'_, '_>,
+        xn_ready: bool,
+        next_norm: Option<&DBuf>,
+    ) -> Result<(), GpuError> {
         let cfg = &self.cfg;
         let (n, d, heads, hd, inter) = (
             geo.n,
@@ -467,11 +572,17 @@ impl GpuTower {
             }
         };
 
-        self.rms(&ws.x, &w.norm1, &ws.xn, n, d)?;
+        if !xn_ready {
+            self.rms(&ws.x, &w.norm1, &ws.xn, n, d)?;
+        }
         self.emit(taps, &name("norm1"), &ws.xn, n, d, d, 0)?;
         dev.linear(&ws.xn, &w.qkv_w, &ws.qkv, n, d, 3 * d)?;
-        if let Some(b) = &w.qkv_b {
+        // The qkv bias is added inside qk_norm_rope, unless the qkv tap (which includes it) is
+        // wanted: then it is added to the buffer first.
+        let mut qkv_bias = w.qkv_b.as_ref().map_or(0u64, |b| b.ptr);
+        if let (Some(b), true) = (&w.qkv_b, wants(taps, &name("attn.qkv"))) {
             self.add_bias(&ws.qkv, b, n, 3 * d)?;
+            qkv_bias = 0;
         }
         self.emit(taps, &name("attn.qkv"), &ws.qkv, n, 3 * d, 3 * d, 0)?;
         let want_q = wants(taps, &name("attn.q_norm")) || wants(taps, &name("attn.k_norm"));
@@ -480,12 +591,19 @@ impl GpuTower {
             _ => (0u64, 0u64),
         };
         let (ni, hi, eps) = (n as i32, heads as i32, cfg.rms_norm_eps as f32);
+        let blocks_att = geo.ntiles * heads;
+        let (att_kernel, att_threads) = dev.attention_kernel(blocks_att, w.attn_f16);
+        // half q/k/v only for the tensor-core kernels that read them so
+        let f16 = att_kernel.ends_with("_f16") as i32;
+        // One warp per (token, head), 4 warps a block, grid-stride.
+        let qkr_blocks = (n * heads).div_ceil(4).clamp(1, 132 * 64);
         dev.launch(
             "qk_norm_rope",
-            dev.grid_for_threads(n * heads, 128),
+            (qkr_blocks as u32, 1, 1),
             128,
             &[
                 arg(ws.qkv.ptr),
+                arg(qkv_bias),
                 arg(w.q_norm.ptr),
                 arg(w.k_norm.ptr),
                 arg(geo.cos.ptr),
@@ -498,6 +616,7 @@ impl GpuTower {
                 arg(ni),
                 arg(hi),
                 arg(eps),
+                arg(f16),
             ],
         )?;
         if tq != 0 {
@@ -528,11 +647,7 @@ impl GpuTower {
                     geo.ntiles
                 )));
             }
-            let (kernel, threads) = if dev.has("attention_mma") {
-                ("attention_mma", 256)
-            } else {
-                ("attention", ATT_BQ as u32)
-            };
+            let (kernel, threads) = (att_kernel, att_threads);
             dev.launch(
                 kernel,
                 (geo.ntiles as u32, heads as u32, 1),
@@ -551,15 +666,29 @@ impl GpuTower {
         }
         self.emit(taps, &name("attn.proj.input"), &ws.att, n, d, d, 0)?;
         dev.linear(&ws.att, &w.proj_w, &ws.h, n, d, d)?;
-        self.bias_residual(&ws.h, w.proj_b.as_ref(), &ws.x, n, d)?;
+        let keep = wants(taps, &name("attn"));
+        self.bias_residual_norm(
+            &ws.h,
+            w.proj_b.as_ref(),
+            &ws.x,
+            &w.norm2,
+            &ws.xn,
+            n,
+            d,
+            keep,
+        )?;
         self.emit(taps, &name("attn"), &ws.h, n, d, d, 0)?;
-
-        self.rms(&ws.x, &w.norm2, &ws.xn, n, d)?;
         self.emit(taps, &name("norm2"), &ws.xn, n, d, d, 0)?;
         dev.linear(&ws.xn, &w.gate_up_w, &ws.gu, n, d, 2 * inter)?;
         self.swiglu(&ws.gu, w.gate_up_b.as_ref(), &ws.m, n, inter)?;
         dev.linear(&ws.m, &w.down_w, &ws.h, n, inter, d)?;
-        self.bias_residual(&ws.h, w.down_b.as_ref(), &ws.x, n, d)?;
+        match next_norm {
+            Some(nw) => {
+                let keep = wants(taps, &name("mlp"));
+                self.bias_residual_norm(&ws.h, w.down_b.as_ref(), &ws.x, nw, &ws.xn, n, d, keep)?
+            }
+            None => self.bias_residual(&ws.h, w.down_b.as_ref(), &ws.x, n, d)?,
+        }
         self.emit(taps, &name("mlp"), &ws.h, n, d, d, 0)?;
         self.emit(taps, &name(""), &ws.x, n, d, d, 0)?;
         Ok(())
@@ -676,7 +805,8 @@ impl GpuTower {
         }
         progress(taps, 1, total);
         for i in 0..cfg.depth {
-            self.block_dev(i, &ws, geo, taps)?;
+            let next = self.w.blocks.get(i + 1).map(|b| &b.norm1);
+            self.block_dev(i, &ws, geo, taps, i > 0, next)?;
             progress(taps, i + 2, total);
         }
         let post = self.post_norm_dev(&ws.x, n)?;
@@ -858,7 +988,7 @@ impl Tower for GpuTower {
         let h = hidden.as_standard_layout();
         self.dev
             .upload_into(&ws.x, h.as_slice().expect("contiguous"))?;
-        self.block_dev(index, &ws, &geo, &mut taps)?;
+        self.block_dev(index, &ws, &geo, &mut taps, false, None)?;
         Ok(self.download2(&ws.x, n, cfg.hidden_size)?)
     }
 
@@ -924,5 +1054,65 @@ impl Tower for GpuTower {
         taps: Option<&mut dyn TapSink>,
     ) -> Result<Array2<f32>, TowerError> {
         Ok(self.forward_gpu(pixel_values, grid_thw, taps)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use glm5v_reference::weights::BlockWeights;
+    use ndarray::{Array1, Array2};
+
+    /// d = 4, head_dim 2: |q|, |k| <= 2 sqrt(2) max|w_qk|; |v_j| <= sqrt(4) max|norm1|
+    /// ||W_v[j]||_2 + |b_v[j]|, with W_v the last 4 rows of qkv.
+    fn block() -> BlockWeights<f32> {
+        let d = 4;
+        let mut qkv = Array2::<f32>::zeros((3 * d, d));
+        qkv.row_mut(2 * d)
+            .assign(&ndarray::arr1(&[3.0, 4.0, 0.0, 0.0])); // norm 5
+        qkv.row_mut(2 * d + 1)
+            .assign(&ndarray::arr1(&[1.0, 1.0, 1.0, 1.0])); // norm 2
+        qkv.row_mut(0)
+            .assign(&ndarray::arr1(&[100.0, 0.0, 0.0, 0.0])); // a q row: not v
+        let mut qkv_b = Array1::<f32>::zeros(3 * d);
+        qkv_b[2 * d + 3] = -0.5;
+        qkv_b[0] = 50.0; // a q bias: RMSNorm removes its scale, not part of the bound
+        BlockWeights {
+            norm1: ndarray::arr1(&[1.0, -2.0, 0.5, 1.0]),
+            norm2: Array1::ones(d),
+            qkv_w: qkv,
+            qkv_b: Some(qkv_b),
+            q_norm: ndarray::arr1(&[3.0, -1.0]),
+            k_norm: ndarray::arr1(&[1.0, 1.0]),
+            proj_w: Array2::zeros((d, d)),
+            proj_b: None,
+            gate_up_w: Array2::zeros((8, d)),
+            gate_up_b: None,
+            down_w: Array2::zeros((d, 4)),
+            down_b: None,
+        }
+    }
+
+    #[test]
+    fn attention_input_bound_follows_the_norms() {
+        let b = block();
+        // q/k: 2 * sqrt(2) * 3 = 8.485; v: 2 * 2 * 5 + 0.5 = 20.5
+        let got = attention_input_bound(&b, 4, 2);
+        assert!((got - 20.5).abs() < 1e-9, "{got}");
+        let mut sharp = block();
+        sharp.q_norm[0] = 10.0; // q/k: 2 * sqrt(2) * 10 = 28.28 > 20.5
+        let got = attention_input_bound(&sharp, 4, 2);
+        assert!((got - 20.0 * 2f64.sqrt()).abs() < 1e-9, "{got}");
+    }
+
+    #[test]
+    fn attention_input_bound_is_infinite_for_non_finite_weights() {
+        let mut b = block();
+        b.k_norm[1] = f32::NAN;
+        assert!(attention_input_bound(&b, 4, 2).is_infinite());
+        let mut b = block();
+        b.qkv_w[[2 * 4 + 2, 1]] = f32::INFINITY;
+        assert!(attention_input_bound(&b, 4, 2).is_infinite());
+        assert!(attention_input_bound(&b, 4, 2) >= F16_BOUND);
     }
 }

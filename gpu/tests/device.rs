@@ -79,6 +79,7 @@ fn kernels_compile_with_nvrtc() {
                 "cast_act",
                 "add_bias",
                 "bias_residual",
+                "bias_residual_rms",
             ] {
                 assert!(
                     ptx.contains(&format!(".entry {k}")),
