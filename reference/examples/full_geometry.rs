@@ -4,7 +4,8 @@
 //!     cargo run --release -p glm5v-reference --example full_geometry -- [threads] [grid ...]
 //!
 //! Defaults: 2 threads, grids 8 and 32 (an 8x8 and a 32x32 patch image). Prints GEMM GFLOP/s
-//! for the tower's shapes and the forward time per grid (best of a few runs).
+//! for the tower's shapes (skipped with GLM5V_FORWARD_ONLY=1) and the forward time per grid
+//! (best of a few runs).
 
 use glm5v_reference::kernels::attention::attention;
 use glm5v_reference::kernels::gemm::{Par, SKINNY_MAX_ROWS, linear, matmul_into};
@@ -78,8 +79,12 @@ fn main() {
     let tower = CpuTower::new(weights);
     let emb = Embedder::from_tower(Box::new(tower), Threads::Count(threads)).unwrap();
 
-    // GEMM throughput on the tower's shapes.
+    // GEMM throughput on the tower's shapes (GLM5V_FORWARD_ONLY=1 skips it, e.g. under perf).
+    let micro = std::env::var_os("GLM5V_FORWARD_ONLY").is_none();
     emb.install(|| {
+        if !micro {
+            return;
+        }
         for (m, k, n, what) in [
             (64, 1024, 3072, "qkv, 8x8"),
             (64, 1024, 8192, "gate+up, 8x8"),
@@ -122,6 +127,9 @@ fn main() {
 
     // Attention alone: one segment of 1024 tokens, 16 heads of 64.
     emb.install(|| {
+        if !micro {
+            return;
+        }
         let (n, d) = (1024, 1024);
         let q = Array2::from_shape_fn((n, d), |(i, j)| hash01(4, i * d + j));
         let k = Array2::from_shape_fn((n, d), |(i, j)| hash01(5, i * d + j));

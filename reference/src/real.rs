@@ -60,6 +60,12 @@ pub trait Real:
     fn exp_shift_sum(xs: &mut [Self], shift: Self) -> Self {
         crate::kernels::act::exp_shift_sum_lanes(xs, shift)
     }
+    /// `out[j] = clamped_swiglu(gate[j], up[j], limit)` over equal-length slices.
+    fn swiglu_slice(gate: &[Self], up: &[Self], out: &mut [Self], limit: Self) {
+        for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+            *o = crate::kernels::act::clamped_swiglu(g, u, limit);
+        }
+    }
     /// The values as f32, borrowed when `Self` is f32 (taps cost no copy in the f32 mode).
     fn as_f32s(xs: &[Self]) -> Cow<'_, [f32]>;
     /// f32 values converted to `Self`, borrowed when `Self` is f32.
@@ -98,6 +104,7 @@ impl Real for f32 {
     fn sin(self) -> Self {
         (self as f64).sin() as f32
     }
+    #[inline(always)]
     fn exp(self) -> Self {
         crate::kernels::act::exp_f32(self)
     }
@@ -116,6 +123,9 @@ impl Real for f32 {
     }
     fn exp_shift_sum(xs: &mut [f32], shift: f32) -> f32 {
         crate::kernels::act::exp_shift_sum_f32(xs, shift)
+    }
+    fn swiglu_slice(gate: &[f32], up: &[f32], out: &mut [f32], limit: f32) {
+        crate::kernels::act::swiglu_f32(gate, up, out, limit)
     }
     fn linear_skinny(
         x: &[f32],

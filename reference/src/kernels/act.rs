@@ -148,6 +148,58 @@ pub fn exp_shift_sum_f32(xs: &mut [f32], shift: f32) -> f32 {
     exp_shift_sum_lanes(xs, shift)
 }
 
+/// [`clamped_swiglu`] for f32 with the branch-free [`exp_f32`] inlined (same operations in the
+/// same order, so the same bits as the generic version; this one vectorises).
+#[inline(always)]
+fn clamped_swiglu_f32(gate: f32, up: f32, limit: f32) -> f32 {
+    let g = if gate > limit { limit } else { gate };
+    let u = if up > limit {
+        limit
+    } else if up < -limit {
+        -limit
+    } else {
+        up
+    };
+    g / (1.0 + exp_f32(-g)) * u
+}
+
+#[inline(always)]
+fn swiglu_f32_loop(gate: &[f32], up: &[f32], out: &mut [f32], limit: f32) {
+    for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+        *o = clamped_swiglu_f32(g, u, limit);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn swiglu_f32_avx512(gate: &[f32], up: &[f32], out: &mut [f32], limit: f32) {
+    swiglu_f32_loop(gate, up, out, limit)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn swiglu_f32_avx2(gate: &[f32], up: &[f32], out: &mut [f32], limit: f32) {
+    swiglu_f32_loop(gate, up, out, limit)
+}
+
+/// `out[j] = clamped_swiglu(gate[j], up[j], limit)` for f32 on the widest vector unit available
+/// (no fused multiply-adds are introduced: the same bits everywhere).
+pub fn swiglu_f32(gate: &[f32], up: &[f32], out: &mut [f32], limit: f32) {
+    assert!(gate.len() == out.len() && up.len() == out.len());
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the feature was detected at run time.
+            return unsafe { swiglu_f32_avx512(gate, up, out, limit) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: as above.
+            return unsafe { swiglu_f32_avx2(gate, up, out, limit) };
+        }
+    }
+    swiglu_f32_loop(gate, up, out, limit)
+}
+
 // ---------------------------------------------------------------- erf (f64)
 
 const FRAC_2_SQRT_PI: f64 = std::f64::consts::FRAC_2_SQRT_PI;
@@ -233,9 +285,12 @@ pub fn swiglu_rows<F: Real>(gu: ndarray::ArrayView2<F>, limit: F) -> ndarray::Ar
     let mut out = Array2::<F>::from_elem((gu.nrows(), w), F::ZERO);
     Zip::from(out.axis_iter_mut(Axis(0)))
         .and(gu.axis_iter(Axis(0)))
-        .par_for_each(|mut o, g| {
-            for j in 0..w {
-                o[j] = clamped_swiglu(g[j], g[w + j], limit);
+        .par_for_each(|mut o, g| match (o.as_slice_mut(), g.as_slice()) {
+            (Some(o), Some(g)) => F::swiglu_slice(&g[..w], &g[w..], o, limit),
+            (_, _) => {
+                for j in 0..w {
+                    o[j] = clamped_swiglu(g[j], g[w + j], limit);
+                }
             }
         });
     out
@@ -244,6 +299,34 @@ pub fn swiglu_rows<F: Real>(gu: ndarray::ArrayView2<F>, limit: F) -> ndarray::Ar
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn swiglu_f32_matches_the_generic_form_bit_for_bit() {
+        let mut seed = 7u64;
+        let mut rnd = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 40.0
+        };
+        let mut g: Vec<f32> = (0..1000).map(|_| rnd()).collect();
+        let u: Vec<f32> = (0..1000).map(|_| rnd()).collect();
+        g[3] = f32::NAN;
+        g[4] = f32::INFINITY;
+        g[5] = f32::NEG_INFINITY;
+        g[6] = -100.0;
+        let mut out = vec![0f32; 1000];
+        swiglu_f32(&g, &u, &mut out, 7.0);
+        for j in 0..1000 {
+            let want = clamped_swiglu(g[j], u[j], 7.0f32);
+            assert!(
+                out[j].to_bits() == want.to_bits() || (out[j].is_nan() && want.is_nan()),
+                "{j}: {} vs {want}",
+                out[j]
+            );
+        }
+        assert!(out[3].is_nan());
+    }
 
     /// Reference values of erf from a 50-digit computation (mpmath), rounded to f64.
     const ERF_TABLE: [(f64, f64); 9] = [
