@@ -280,9 +280,20 @@ pub fn clamped_swiglu<F: Real>(gate: F, up: F, limit: F) -> F {
 /// The clamped SwiGLU over stacked projections: `gu` `[rows, 2W]` (gate columns, then up
 /// columns) -> `[rows, W]`.
 pub fn swiglu_rows<F: Real>(gu: ndarray::ArrayView2<F>, limit: F) -> ndarray::Array2<F> {
-    use ndarray::{Array2, Axis, Zip};
+    let mut out = ndarray::Array2::<F>::from_elem((gu.nrows(), gu.ncols() / 2), F::ZERO);
+    swiglu_rows_into(gu, limit, out.view_mut());
+    out
+}
+
+/// [`swiglu_rows`] into a caller's `[rows, W]` buffer (overwritten).
+pub fn swiglu_rows_into<F: Real>(
+    gu: ndarray::ArrayView2<F>,
+    limit: F,
+    mut out: ndarray::ArrayViewMut2<F>,
+) {
+    use ndarray::{Axis, Zip};
     let w = gu.ncols() / 2;
-    let mut out = Array2::<F>::from_elem((gu.nrows(), w), F::ZERO);
+    assert_eq!(out.dim(), (gu.nrows(), w), "swiglu_rows_into: output shape");
     Zip::from(out.axis_iter_mut(Axis(0)))
         .and(gu.axis_iter(Axis(0)))
         .par_for_each(|mut o, g| match (o.as_slice_mut(), g.as_slice()) {
@@ -293,7 +304,6 @@ pub fn swiglu_rows<F: Real>(gu: ndarray::ArrayView2<F>, limit: F) -> ndarray::Ar
                 }
             }
         });
-    out
 }
 
 #[cfg(test)]

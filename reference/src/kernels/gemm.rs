@@ -92,7 +92,26 @@ pub fn linear<F: Real>(
     bias: Option<ArrayView1<F>>,
     par: Par,
 ) -> Array2<F> {
+    let mut y = Array2::<F>::from_elem((x.nrows(), w.nrows()), F::ZERO);
+    linear_into(x, w, bias, par, y.as_slice_mut().expect("fresh array"));
+    y
+}
+
+/// [`linear`] into a caller's buffer (`y.len() == m * out`, row-major; any previous contents are
+/// overwritten), so a forward can reuse one allocation for a temporary across its blocks instead
+/// of taking fresh pages from the system for every block.
+///
+/// # Panics
+/// If `y` has the wrong length.
+pub fn linear_into<F: Real>(
+    x: ArrayView2<F>,
+    w: ArrayView2<F>,
+    bias: Option<ArrayView1<F>>,
+    par: Par,
+    y: &mut [F],
+) {
     let (m, out) = (x.nrows(), w.nrows());
+    assert_eq!(y.len(), m * out, "linear_into: output length");
     if par == Par::Pool
         && m <= SKINNY_MAX_ROWS
         && let (Some(xs), Some(ws)) = (x.as_slice(), w.as_slice())
@@ -100,21 +119,19 @@ pub fn linear<F: Real>(
         let bs = bias
             .as_ref()
             .map(|b| b.as_slice().expect("contiguous bias"));
-        let mut y = vec![F::ZERO; m * out];
-        if F::linear_skinny(xs, ws, bs, &mut y, m, x.ncols(), out) {
-            return Array2::from_shape_vec((m, out), y).expect("shape");
+        if F::linear_skinny(xs, ws, bs, y, m, x.ncols(), out) {
+            return;
         }
     }
-    let mut y = Array2::<F>::from_elem((m, out), F::ZERO);
+    let mut yv = ArrayViewMut2::from_shape((m, out), y).expect("length checked");
     let accumulate = match bias {
         Some(b) => {
-            y.axis_iter_mut(Axis(0)).for_each(|mut row| row.assign(&b));
+            yv.axis_iter_mut(Axis(0)).for_each(|mut row| row.assign(&b));
             true
         }
         None => false,
     };
-    matmul_into(y.view_mut(), x, w.t(), accumulate, F::ONE, par);
-    y
+    matmul_into(yv, x, w.t(), accumulate, F::ONE, par);
 }
 
 #[cfg(test)]
@@ -156,6 +173,17 @@ mod tests {
                 let y = linear(x.view(), w.view(), None, par);
                 let want = naive(&x, &w, None);
                 assert!((&y - &want).iter().all(|d| d.abs() < 1e-13));
+            }
+            // into a dirty, reused buffer: the same values
+            let mut buf = vec![7.0f64; m * n];
+            for par in [Par::Seq, Par::Pool] {
+                linear_into(x.view(), w.view(), Some(b.view()), par, &mut buf);
+                let want = naive(&x, &w, Some(&b));
+                assert!(
+                    buf.iter()
+                        .zip(want.iter())
+                        .all(|(a, b)| (a - b).abs() < 1e-13)
+                );
             }
             // a strided (column-block) input view
             let wide = Array2::from_shape_fn((m, 2 * k), |_| rnd());
