@@ -268,19 +268,26 @@ __device__ __forceinline__ void attention_mma_body(const bf16_t* __restrict__ q,
             mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
             mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
             // scale_log2 > 0, so the maximum of the scaled scores is the scaled maximum.
-            const float mn0 = fmaxf(m0[t], mx0 * scale_log2), mn1 = fmaxf(m1[t], mx1 * scale_log2);
-            const float c0 = fast_exp2(m0[t] - mn0), c1 = fast_exp2(m1[t] - mn1);
-            m0[t] = mn0;
-            m1[t] = mn1;
-            l0[t] *= c0;
-            l1[t] *= c1;
+            const float mxs0 = mx0 * scale_log2, mxs1 = mx1 * scale_log2;
+            // Lazy rescaling: the reference maximum m (and with it o and l) moves only when some
+            // row of the warp grew past it by more than 8 (base 2). Until then p <= 2^8, far
+            // inside f32, bf16 and half range, and o / l is the same function of the scores.
+            if (__any_sync(0xffffffffu, mxs0 > m0[t] + 8.0f || mxs1 > m1[t] + 8.0f)) {
+                const float mn0 = fmaxf(m0[t], mxs0), mn1 = fmaxf(m1[t], mxs1);
+                const float c0 = fast_exp2(m0[t] - mn0), c1 = fast_exp2(m1[t] - mn1);
+                m0[t] = mn0;
+                m1[t] = mn1;
+                l0[t] *= c0;
+                l1[t] *= c1;
 #pragma unroll
-            for (int nt = 0; nt < 8; ++nt) {
-                o[t][nt][0] *= c0;
-                o[t][nt][1] *= c0;
-                o[t][nt][2] *= c1;
-                o[t][nt][3] *= c1;
+                for (int nt = 0; nt < 8; ++nt) {
+                    o[t][nt][0] *= c0;
+                    o[t][nt][1] *= c0;
+                    o[t][nt][2] *= c1;
+                    o[t][nt][3] *= c1;
+                }
             }
+            const float mn0 = m0[t], mn1 = m1[t];
 #pragma unroll
             for (int nt = 0; nt < 8; ++nt) {
                 const float p0 = fast_exp2(fmaf(s[t][nt][0], scale_log2, -mn0));

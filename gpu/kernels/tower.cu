@@ -1,20 +1,28 @@
 // Element-wise and row kernels of the tower. Math in f32; GEMM outputs are f32, GEMM inputs
 // act_t (common.cuh). Launch shapes are set by the host (src/tower.rs).
 
-// y[r, :] = w * (x * rsqrt(mean(x^2) + eps)); one block (256 threads) per row.
-extern "C" __global__ void rms_norm(const float* __restrict__ x, const float* __restrict__ w,
-                                    act_t* __restrict__ y, int cols, float eps) {
-    __shared__ float scratch[32];
-    long long row = blockIdx.x;
+// Row kernels: one warp per row, ROW_WARPS rows a block; lane l owns columns l, l+32, ...
+// (coalesced) and sums its squares in that order, then a butterfly over the warp: no block
+// barriers. rms_norm and bias_residual_rms use the same order, so the fused and the separate
+// paths give the same bits.
+#define ROW_WARPS 8
+
+// y[r, :] = w * (x * rsqrt(mean(x^2) + eps)), any cols (x is read twice; the second read hits cache).
+extern "C" __global__ void __launch_bounds__(ROW_WARPS * 32)
+rms_norm(const float* __restrict__ x, const float* __restrict__ w, act_t* __restrict__ y, long long rows,
+         int cols, float eps) {
+    const int lane = threadIdx.x & 31;
+    const long long row = (long long)blockIdx.x * ROW_WARPS + (threadIdx.x >> 5);
+    if (row >= rows) return;
     const float* xr = x + row * cols;
     float s = 0.0f;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-        float v = xr[c];
+    for (int c = lane; c < cols; c += 32) {
+        const float v = xr[c];
         s += v * v;
     }
-    s = block_sum(s, scratch);
-    float r = 1.0f / sqrtf(s / (float)cols + eps);
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) act_st(y, row * cols + c, w[c] * (xr[c] * r));
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const float r = 1.0f / sqrtf(s / (float)cols + eps);
+    for (int c = lane; c < cols; c += 32) act_st(y, row * cols + c, w[c] * (xr[c] * r));
 }
 
 // y[r, c] += b[c]
@@ -43,19 +51,22 @@ extern "C" __global__ void bias_residual(float* __restrict__ h, const float* __r
 
 // bias_residual then rms_norm in one pass over the row: h += b (b nullable; the sum is written
 // back to h only when keep_h, i.e. when h is a wanted tap), x += h, y = w * (x * rsqrt(mean(x^2)
-// + eps)). One block (256 threads) per row, cols <= 256 * RES_MAXV; the same per-thread and
-// block summation order as rms_norm, so y is bit-identical to the two separate kernels.
-#define RES_MAXV 8
-extern "C" __global__ void bias_residual_rms(float* __restrict__ h, const float* __restrict__ b,
-                                             float* __restrict__ x, const float* __restrict__ w,
-                                             act_t* __restrict__ y, int cols, int keep_h, float eps) {
-    __shared__ float scratch[32];
-    const long long base = (long long)blockIdx.x * cols;
+// + eps)). One warp per row (as rms_norm, same summation order), the row held in registers:
+// cols <= 32 * RES_MAXV.
+#define RES_MAXV 64
+extern "C" __global__ void __launch_bounds__(ROW_WARPS * 32)
+bias_residual_rms(float* __restrict__ h, const float* __restrict__ b, float* __restrict__ x,
+                  const float* __restrict__ w, act_t* __restrict__ y, long long rows, int cols, int keep_h,
+                  float eps) {
+    const int lane = threadIdx.x & 31;
+    const long long row = (long long)blockIdx.x * ROW_WARPS + (threadIdx.x >> 5);
+    if (row >= rows) return;
+    const long long base = row * cols;
     float xv[RES_MAXV];
     float s = 0.0f;
 #pragma unroll
     for (int i = 0; i < RES_MAXV; ++i) {
-        const int c = threadIdx.x + i * blockDim.x;
+        const int c = lane + 32 * i;
         xv[i] = 0.0f;
         if (c < cols) {
             float v = h[base + c];
@@ -69,11 +80,11 @@ extern "C" __global__ void bias_residual_rms(float* __restrict__ h, const float*
             s += xn * xn;
         }
     }
-    s = block_sum(s, scratch);
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     const float r = 1.0f / sqrtf(s / (float)cols + eps);
 #pragma unroll
     for (int i = 0; i < RES_MAXV; ++i) {
-        const int c = threadIdx.x + i * blockDim.x;
+        const int c = lane + 32 * i;
         if (c < cols) act_st(y, base + c, w[c] * (xv[i] * r));
     }
 }

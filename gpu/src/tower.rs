@@ -446,13 +446,19 @@ impl GpuTower {
         )
     }
 
+    /// Blocks of the row kernels (`ROW_WARPS` = 8 rows a block).
+    fn row_blocks(rows: usize) -> Result<u32, GpuError> {
+        u32::try_from(rows.div_ceil(8).max(1))
+            .map_err(|_| GpuError::Unsupported(format!("{rows} rows for a row kernel")))
+    }
+
     fn rms(&self, x: &DBuf, w: &DBuf, y: &DBuf, rows: usize, cols: usize) -> Result<(), GpuError> {
-        let (c, eps) = (cols as i32, self.cfg.rms_norm_eps as f32);
+        let (r, c, eps) = (rows as i64, cols as i32, self.cfg.rms_norm_eps as f32);
         self.dev.launch(
             "rms_norm",
-            (rows as u32, 1, 1),
+            (Self::row_blocks(rows)?, 1, 1),
             256,
-            &[arg(x.ptr), arg(w.ptr), arg(y.ptr), arg(c), arg(eps)],
+            &[arg(x.ptr), arg(w.ptr), arg(y.ptr), arg(r), arg(c), arg(eps)],
         )
     }
 
@@ -474,8 +480,9 @@ impl GpuTower {
         )
     }
 
-    /// `bias_residual` then `rms` (weight `norm_w`, into `y`) as one kernel when the row fits
-    /// (`cols <= 2048`), else the two kernels. `keep_h`: write `h + b` back to `h` (a wanted tap).
+    /// `bias_residual` then `rms` (weight `norm_w`, into `y`) as one kernel when the row fits in
+    /// a warp's registers (`cols <= 2048`), else the two kernels. `keep_h`: write `h + b` back to
+    /// `h` (a wanted tap).
     #[allow(clippy::too_many_arguments)]
     fn bias_residual_norm(
         &self,
@@ -488,15 +495,16 @@ impl GpuTower {
         cols: usize,
         keep_h: bool,
     ) -> Result<(), GpuError> {
-        if cols > 256 * 8 || rows > i32::MAX as usize {
+        if cols > 32 * 64 {
             self.bias_residual(h, b, x, rows, cols)?;
             return self.rms(x, norm_w, y, rows, cols);
         }
-        let (c, keep, eps) = (cols as i32, keep_h as i32, self.cfg.rms_norm_eps as f32);
+        let (r, c, keep) = (rows as i64, cols as i32, keep_h as i32);
+        let eps = self.cfg.rms_norm_eps as f32;
         let bp = b.map_or(0u64, |b| b.ptr);
         self.dev.launch(
             "bias_residual_rms",
-            (rows as u32, 1, 1),
+            (Self::row_blocks(rows)?, 1, 1),
             256,
             &[
                 arg(h.ptr),
@@ -504,6 +512,7 @@ impl GpuTower {
                 arg(x.ptr),
                 arg(norm_w.ptr),
                 arg(y.ptr),
+                arg(r),
                 arg(c),
                 arg(keep),
                 arg(eps),
