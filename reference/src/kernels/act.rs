@@ -18,8 +18,12 @@ const EXP_LO: f32 = -87.336_55;
 #[inline(always)]
 pub fn exp_f32(x: f32) -> f32 {
     let xc = x.clamp(EXP_LO, EXP_HI);
-    // round(xc / ln 2) with the 1.5 * 2^23 trick (round half to even, vectorises everywhere)
-    let k = (xc * LOG2E + 12_582_912.0) - 12_582_912.0;
+    // round(xc / ln 2) with the 1.5 * 2^23 trick (round half to even, vectorises everywhere):
+    // kf is integer-valued in [2^23, 2^24), so its bits minus those of 1.5 * 2^23 are k itself
+    // (an integer subtraction instead of a saturating float-to-int cast, which does not vectorise).
+    let kf = xc * LOG2E + 12_582_912.0;
+    let k = kf - 12_582_912.0;
+    let ki = kf.to_bits() as i32 - 0x4B40_0000;
     let r = (xc - k * LN2_HI) - k * LN2_LO; // |r| <= ln2/2 (+ rounding)
     // Taylor series of exp(r) to degree 7: truncation error < 5e-9 relative for |r| <= 0.347.
     let p = 1.0
@@ -28,7 +32,7 @@ pub fn exp_f32(x: f32) -> f32 {
                 + r * (1.0 / 6.0
                     + r * (1.0 / 24.0
                         + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
-    let scale = f32::from_bits((((k as i32) + 127) as u32) << 23);
+    let scale = f32::from_bits(((ki + 127) as u32) << 23);
     let y = p * scale;
     let y = if x > EXP_HI { f32::INFINITY } else { y };
     let y = if x < EXP_LO { 0.0 } else { y };
