@@ -152,25 +152,10 @@ pub fn exp_shift_sum_f32(xs: &mut [f32], shift: f32) -> f32 {
     exp_shift_sum_lanes(xs, shift)
 }
 
-/// [`clamped_swiglu`] for f32 with the branch-free [`exp_f32`] inlined (same operations in the
-/// same order, so the same bits as the generic version; this one vectorises).
-#[inline(always)]
-fn clamped_swiglu_f32(gate: f32, up: f32, limit: f32) -> f32 {
-    let g = if gate > limit { limit } else { gate };
-    let u = if up > limit {
-        limit
-    } else if up < -limit {
-        -limit
-    } else {
-        up
-    };
-    g / (1.0 + exp_f32(-g)) * u
-}
-
 #[inline(always)]
 fn swiglu_f32_loop(gate: &[f32], up: &[f32], out: &mut [f32], limit: f32) {
     for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
-        *o = clamped_swiglu_f32(g, u, limit);
+        *o = clamped_swiglu(g, u, limit);
     }
 }
 
