@@ -199,13 +199,47 @@ pub fn probe(src: &ImageSource, opts: &DecodeOptions) -> Result<ImageHeader> {
 pub fn load_image(src: &ImageSource, opts: &DecodeOptions) -> Result<image::RgbImage> {
     let bytes = source::read_bytes(src)?;
     let (format, h, orientation) = checked_header(src, &bytes, opts)?;
-    let input = src.name();
-    // Decoder allocations are bounded by what the header promises: 8 bytes per pixel (16-bit
-    // RGBA) plus slack for tables and row buffers.
-    let max_bytes = (h.width as usize)
+    decode_checked(src, &bytes, opts, format, &h, orientation)
+}
+
+/// Decoder allocations are bounded by what the header promises: 8 bytes per pixel (16-bit RGBA)
+/// plus slack for tables and row buffers.
+fn max_decode_bytes(h: &header::Header) -> usize {
+    (h.width as usize)
         .saturating_mul(h.height as usize)
         .saturating_mul(8)
-        .saturating_add(64 << 20);
+        .saturating_add(64 << 20)
+}
+
+/// The error [`load_image`] gives when the decoded size differs from the header's.
+fn size_mismatch(
+    src: &ImageSource,
+    format: Format,
+    h: &header::Header,
+    w: u32,
+    hh: u32,
+) -> PrepError {
+    PrepError::Corrupt {
+        input: src.name(),
+        format: format.name().into(),
+        detail: format!(
+            "the header says {}x{} but the image data is {w}x{hh}",
+            h.width, h.height
+        ),
+    }
+}
+
+/// [`load_image`] after the header check.
+fn decode_checked(
+    src: &ImageSource,
+    bytes: &[u8],
+    opts: &DecodeOptions,
+    format: Format,
+    h: &header::Header,
+    orientation: u8,
+) -> Result<image::RgbImage> {
+    let input = src.name();
+    let max_bytes = max_decode_bytes(h);
     let raster = match format {
         Format::Jpeg if h.arithmetic && bytes.len() > jpeg::PIL_READ_BLOCK => Err(Fail::Unsupported(format!(
             "arithmetic-coded JPEG of {} bytes: PIL feeds libjpeg {} bytes at a time and libjpeg's \
@@ -214,23 +248,16 @@ pub fn load_image(src: &ImageSource, opts: &DecodeOptions) -> Result<image::RgbI
             bytes.len(),
             jpeg::PIL_READ_BLOCK
         ))),
-        Format::Jpeg => jpeg::decode(&bytes, max_bytes),
-        Format::Png => png::decode(&bytes, max_bytes),
-        Format::WebP => webp::decode(&bytes),
-        Format::Gif => gif::decode(&bytes, max_bytes),
-        Format::Bmp => bmp::decode(&bytes, max_bytes),
-        Format::Tiff => tiff::decode(&bytes, max_bytes),
+        Format::Jpeg => jpeg::decode(bytes, max_bytes),
+        Format::Png => png::decode(bytes, max_bytes),
+        Format::WebP => webp::decode(bytes),
+        Format::Gif => gif::decode(bytes, max_bytes),
+        Format::Bmp => bmp::decode(bytes, max_bytes),
+        Format::Tiff => tiff::decode(bytes, max_bytes),
     }
     .map_err(|f| f.into_error(&input, format))?;
     if (raster.width, raster.height) != (h.width, h.height) {
-        return Err(PrepError::Corrupt {
-            input,
-            format: format.name().into(),
-            detail: format!(
-                "the header says {}x{} but the image data is {}x{}",
-                h.width, h.height, raster.width, raster.height
-            ),
-        });
+        return Err(size_mismatch(src, format, h, raster.width, raster.height));
     }
     let rgb = match opts.alpha {
         AlphaMode::Drop => raster.into_upstream_rgb(),
@@ -243,4 +270,193 @@ pub fn load_image(src: &ImageSource, opts: &DecodeOptions) -> Result<image::RgbI
             detail: "short pixel buffer".into(),
         })?;
     Ok(modes::apply_orientation(img, orientation))
+}
+
+/// A decoded image as the image processor's resize consumes it: RGB rows of an image
+/// `height x width` (after orientation), already resized horizontally to `row_width` pixels when
+/// `row_width != width`.
+pub(crate) struct PrepRaster {
+    pub height: usize,
+    pub width: usize,
+    pub row_width: usize,
+    /// `height` rows of `row_width * 3` bytes.
+    pub rows: Vec<u8>,
+}
+
+/// An image's bytes with its header checked as [`load_image`] checks it, before any decoding.
+pub(crate) struct Opened<'s> {
+    bytes: std::borrow::Cow<'s, [u8]>,
+    format: Format,
+    header: header::Header,
+    orientation: u8,
+    /// Size after EXIF orientation.
+    pub height: usize,
+    pub width: usize,
+}
+
+/// The first half of [`load_image`]: reads the bytes and checks the header.
+pub(crate) fn open_for_prep<'s>(src: &'s ImageSource, opts: &DecodeOptions) -> Result<Opened<'s>> {
+    let bytes = source::read_bytes(src)?;
+    let (format, header, orientation) = checked_header(src, &bytes, opts)?;
+    let (w, h) = (header.width as usize, header.height as usize);
+    let (width, height) = if orientation >= 5 { (h, w) } else { (w, h) };
+    Ok(Opened {
+        bytes,
+        format,
+        header,
+        orientation,
+        height,
+        width,
+    })
+}
+
+/// A decoded image in the form the image processor's resize consumes it.
+pub(crate) enum ForPrep<'a> {
+    /// All rows at once.
+    Raster(PrepRaster),
+    /// Rows still to be read, top to bottom (a PNG whose image is used as is: no resize).
+    Rows(Box<StreamRows<'a>>),
+    /// An RGB JPEG to decode in stripes, resized horizontally on the way.
+    Jpeg(JpegRows<'a>),
+}
+
+/// The second half of [`load_image`] for the image processor, which resizes the image to
+/// `content` (height, width; sizes after orientation). The pixels are [`load_image`]'s, and so are
+/// the errors; only the form differs:
+/// - a JPEG that needs no orientation, decodes to RGB and changes width is decoded by the caller
+///   in stripes of rows, resized horizontally as they come out ([`JpegRows`]), which saves
+///   writing and reading back full-size images;
+/// - an 8-bit RGB PNG without a colour key, used at its own size, is read row by row
+///   ([`StreamRows`]), so that the rows can be processed while the rest is still being inflated;
+/// - anything else is [`load_image`]'s image.
+pub(crate) fn decode_for_prep<'a>(
+    src: &ImageSource,
+    o: &'a Opened<'_>,
+    opts: &DecodeOptions,
+    content: (usize, usize),
+) -> Result<ForPrep<'a>> {
+    let h = &o.header;
+    let (hh, hw) = (h.height as usize, h.width as usize);
+    let max_bytes = max_decode_bytes(h);
+    let upright = o.orientation == 1;
+    if upright
+        && o.format == Format::Jpeg
+        && !(h.arithmetic && o.bytes.len() > jpeg::PIL_READ_BLOCK)
+        && content.1 != hw
+    {
+        let g = jpeg::rgb_geometry(&o.bytes, max_bytes)
+            .map_err(|f| f.into_error(&src.name(), o.format))?;
+        if let Some(g) = g {
+            if (g.width, g.height) != (hw, hh) {
+                return Err(size_mismatch(
+                    src,
+                    o.format,
+                    h,
+                    g.width as u32,
+                    g.height as u32,
+                ));
+            }
+            return Ok(ForPrep::Jpeg(JpegRows {
+                bytes: &o.bytes,
+                max_bytes,
+                g,
+                input: src.name(),
+            }));
+        }
+    }
+    if upright && o.format == Format::Png && content == (hh, hw) {
+        let rows = png::RgbRows::open(&o.bytes, max_bytes)
+            .map_err(|f| f.into_error(&src.name(), o.format))?;
+        if let Some(rows) = rows.filter(|r| (r.width, r.height) == (hw, hh)) {
+            return Ok(ForPrep::Rows(Box::new(StreamRows {
+                rows,
+                input: src.name(),
+            })));
+        }
+    }
+    let img = decode_checked(src, &o.bytes, opts, o.format, h, o.orientation)?;
+    let (height, width) = (img.height() as usize, img.width() as usize);
+    Ok(ForPrep::Raster(PrepRaster {
+        height,
+        width,
+        row_width: width,
+        rows: img.into_raw(),
+    }))
+}
+
+/// An image's RGB rows, read on demand (see [`ForPrep::Rows`]).
+pub(crate) struct StreamRows<'a> {
+    rows: png::RgbRows<'a>,
+    input: String,
+}
+
+impl StreamRows<'_> {
+    pub(crate) fn height(&self) -> usize {
+        self.rows.height
+    }
+
+    pub(crate) fn width(&self) -> usize {
+        self.rows.width
+    }
+
+    /// Reads the next `rows.len() / (width * 3)` rows into `rows`.
+    pub(crate) fn read(&mut self, rows: &mut [u8]) -> Result<()> {
+        self.rows
+            .read(rows)
+            .map_err(|f| f.into_error(&self.input, Format::Png))
+    }
+
+    /// After the last row: reads the rest of the image data, failing where [`load_image`] would.
+    pub(crate) fn finish(self) -> Result<()> {
+        let input = self.input;
+        self.rows
+            .finish()
+            .map_err(|f| f.into_error(&input, Format::Png))
+    }
+}
+
+/// An RGB JPEG's rows, decoded stripe by stripe on demand (see [`ForPrep::Jpeg`]).
+pub(crate) struct JpegRows<'a> {
+    bytes: &'a [u8],
+    max_bytes: usize,
+    g: jpeg::Geometry,
+    input: String,
+}
+
+impl JpegRows<'_> {
+    pub(crate) fn height(&self) -> usize {
+        self.g.height
+    }
+
+    pub(crate) fn width(&self) -> usize {
+        self.g.width
+    }
+
+    /// Row ranges that cost the same to decode on `threads` threads: `0 = b[0] < ... = height`.
+    pub(crate) fn stripe_starts(&self, threads: usize) -> Vec<usize> {
+        jpeg::stripe_starts(&self.g, threads)
+    }
+
+    /// Decodes rows `from..to`, resized by `pass`, handing them in order to `sink(first_row,
+    /// rows)`; with `finish`, reads the rest of the file, failing where [`load_image`] would.
+    pub(crate) fn decode(
+        &self,
+        from: usize,
+        to: usize,
+        finish: bool,
+        pass: &crate::resize::HorizontalPass,
+        sink: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        jpeg::decode_rows_hresized(
+            self.bytes,
+            self.max_bytes,
+            &self.g,
+            from,
+            to,
+            finish,
+            pass,
+            sink,
+        )
+        .map_err(|f| f.into_error(&self.input, Format::Jpeg))
+    }
 }

@@ -113,12 +113,70 @@ pub fn plan_image(src: &ImageSource, opts: &PrepOptions) -> Result<Plan> {
 /// Decodes and preprocesses `srcs` in parallel and concatenates them in order, as upstream's
 /// processor does for a list of images: `pixel_values` rows of image 0, then image 1, ...;
 /// one `image_grid_thw` entry per image. The first failing input's error is returned.
+///
+/// The result equals [`load_image`] and [`preprocess_rgb`] image by image followed by
+/// [`batch_of_images`], but no padded canvas is built: every image's rows are written straight
+/// into the batch's single buffer (`pixels::write_image_rows`), each value once; a JPEG is
+/// resized horizontally as it is decoded, and a PNG used at its own size is normalised band by
+/// band while the rest of it is inflated (`decode::decode_for_prep`).
 pub fn prep_images(srcs: &[ImageSource], opts: &PrepOptions) -> Result<PixelBatch> {
-    let prepared: Vec<PreparedImage> = srcs
+    let p = &opts.image;
+    p.validate("image options")?;
+    let budget = p.budget(p.temporal_patch_size);
+    // Headers first: they give every image's place in the batch's buffer.
+    let opened: Vec<(decode::Opened<'_>, smart_resize::Geometry)> = srcs
         .par_iter()
-        .map(|s| load_image(s, &opts.decode).and_then(|img| preprocess_rgb(&img, opts)))
+        .map(|s| {
+            let o = decode::open_for_prep(s, &opts.decode)?;
+            let g = smart_resize::geometry(&budget, o.height, o.width)?;
+            Ok((o, g))
+        })
         .collect::<Result<_>>()?;
-    Ok(batch_of_images(prepared, opts.image.patch_dim()))
+    let dim = p.patch_dim();
+    let sizes: Vec<usize> = opened
+        .iter()
+        .map(|(_, g)| (g.canvas.0 / p.patch_size) * (g.canvas.1 / p.patch_size) * dim)
+        .collect();
+    let total = sizes.iter().try_fold(0usize, |a, &n| a.checked_add(n));
+    let total = total.ok_or_else(|| {
+        PrepError::InvalidOption("the batch's pixel_values do not fit in memory".into())
+    })?;
+    let mut values: Vec<f32> = Vec::with_capacity(total);
+    pixels::advise_huge_pages(&mut values);
+    let lut = pixels::NormLut::new(p);
+    let mut slices = Vec::with_capacity(sizes.len());
+    let mut rest = &mut values.spare_capacity_mut()[..total];
+    for &n in &sizes {
+        let (mine, tail) = rest.split_at_mut(n);
+        slices.push(mine);
+        rest = tail;
+    }
+    let grids: Vec<[usize; 3]> = opened
+        .par_iter()
+        .zip(srcs)
+        .zip(slices)
+        .map(
+            |(((o, g), s), out)| match decode::decode_for_prep(s, o, &opts.decode, g.content)? {
+                decode::ForPrep::Raster(r) => {
+                    pixels::write_image_rows(&r, g.content, g.canvas, p, &lut, out)
+                }
+                decode::ForPrep::Rows(rows) => {
+                    pixels::stream_image_rows(*rows, g.canvas, p, &lut, out)
+                }
+                decode::ForPrep::Jpeg(rows) => {
+                    pixels::stream_jpeg_rows(&rows, g.content, g.canvas, p, &lut, out)
+                }
+            },
+        )
+        .collect::<Result<_>>()?;
+    // SAFETY: the first `total` values were split into one slice per image, and every image's
+    // writer filled its slice (each writes every value of its slice, or returns an error, and
+    // an error returned above).
+    unsafe { values.set_len(total) };
+    let mut b = PixelBatch::new(dim);
+    b.pixel_values = values;
+    b.image_grid_thw = grids.iter().map(|g| g.map(|d| d as i64)).collect();
+    Ok(b)
 }
 
 /// Concatenates prepared images into a batch (no videos).
@@ -146,4 +204,147 @@ pub fn push_video(batch: &mut PixelBatch, video: &PreparedVideo) {
         .pixel_values_videos
         .extend_from_slice(&video.pixel_values);
     batch.video_grid_thw.push(video.grid_thw.map(|d| d as i64));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A noisy RGB image encoded as PNG, or as JPEG (RGB, or gray when `seed` is odd).
+    fn image_of(h: u32, w: u32, seed: u32, jpeg: bool) -> ImageSource {
+        let mut s = seed;
+        let img = RgbImage::from_fn(w, h, |x, y| {
+            s = s.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            image::Rgb([
+                (s >> 24) as u8,
+                (x * 7 + y) as u8,
+                (y * 3) as u8 ^ (s >> 16) as u8,
+            ])
+        });
+        let mut bytes = Vec::new();
+        let mut out = std::io::Cursor::new(&mut bytes);
+        if !jpeg {
+            img.write_to(&mut out, image::ImageFormat::Png).unwrap();
+        } else if seed.is_multiple_of(2) {
+            image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 85)
+                .encode_image(&img)
+                .unwrap();
+        } else {
+            let gray = image::DynamicImage::ImageRgb8(img).into_luma8();
+            image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 85)
+                .encode_image(&gray)
+                .unwrap();
+        }
+        ImageSource::Bytes {
+            name: format!("{h}x{w}.{}", if jpeg { "jpg" } else { "png" }),
+            bytes,
+        }
+    }
+
+    /// `prep_images` (rows written straight into the batch; JPEGs resized horizontally while
+    /// decoding) equals `load_image` + `preprocess_rgb` (resize, pad, patchify) image by image,
+    /// for every mix of resized / unchanged axes, with padding, for RGB and gray JPEGs large
+    /// enough to be decoded in stripes, and for other patch geometries.
+    #[test]
+    fn prep_images_equals_preprocess_rgb() {
+        let sizes = [
+            (61, 47),
+            (112, 112),
+            (300, 200),
+            (480, 640),
+            (56, 700),
+            (700, 56),
+            (1, 600),
+            (3, 5),
+            (923, 1201),
+            (3000, 1),
+            (1500, 1100),
+            (60, 9000),
+        ];
+        let mut o_small = PrepOptions::default();
+        o_small.image.max_tokens = 64;
+        let mut o_geom = PrepOptions::default();
+        o_geom.image.patch_size = 16;
+        o_geom.image.temporal_patch_size = 3;
+        o_geom.image.merge_size = 3;
+        let mut kinds = std::collections::HashSet::new();
+        let options = [PrepOptions::default(), o_small, o_geom];
+        for (oi, (o, jpeg)) in options
+            .iter()
+            .flat_map(|o| [(o, false), (o, true)])
+            .enumerate()
+        {
+            let srcs: Vec<ImageSource> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &(h, w))| image_of(h, w, (oi * 100 + i) as u32, jpeg))
+                .collect();
+            let got = prep_images(&srcs, o).unwrap();
+            let want: Vec<PreparedImage> = srcs
+                .iter()
+                .map(|s| preprocess_rgb(&load_image(s, &o.decode).unwrap(), o).unwrap())
+                .collect();
+            for (p, &(h, w)) in want.iter().zip(&sizes) {
+                let (ch, cw) = p.content;
+                let (ph, pw) = (p.canvas.height() as usize, p.canvas.width() as usize);
+                kinds.insert((ch != h as usize, cw != w as usize, (ch, cw) != (ph, pw)));
+            }
+            let want = batch_of_images(want, o.image.patch_dim());
+            assert_eq!(got.image_grid_thw, want.image_grid_thw, "options {oi}");
+            assert_eq!(
+                got.pixel_values.len(),
+                want.pixel_values.len(),
+                "options {oi}"
+            );
+            let differ = got
+                .pixel_values
+                .iter()
+                .zip(&want.pixel_values)
+                .filter(|(a, b)| a.to_bits() != b.to_bits())
+                .count();
+            assert_eq!(differ, 0, "options {oi}: values differ");
+        }
+        // Both axes resized, one of them, neither; with and without padding.
+        for k in [
+            (true, true, false),
+            (true, false, true),
+            (false, true, true),
+            (false, false, true),
+            (true, true, true),
+        ] {
+            assert!(
+                kinds.contains(&k),
+                "no case of (resize h, resize w, pad) = {k:?}: {kinds:?}"
+            );
+        }
+    }
+
+    /// A file cut short fails in `prep_images` as in `load_image`, on every decoding path (a PNG
+    /// read row by row, a JPEG resized while decoded, in stripes or not).
+    #[test]
+    fn truncated_inputs_fail_as_in_load_image() {
+        let mut o = PrepOptions::default();
+        o.image.max_tokens = 64;
+        for (h, w, jpeg, opts) in [
+            (480, 640, false, PrepOptions::default()),
+            (480, 640, false, o.clone()),
+            (1500, 1100, true, o.clone()),
+            (300, 200, true, o.clone()),
+        ] {
+            let ImageSource::Bytes { name, bytes } = image_of(h, w, 2, jpeg) else {
+                unreachable!()
+            };
+            for cut in [bytes.len() / 2, bytes.len() - 20] {
+                let src = ImageSource::Bytes {
+                    name: name.clone(),
+                    bytes: bytes[..cut].to_vec(),
+                };
+                let want = load_image(&src, &opts.decode).unwrap_err().to_string();
+                let got = prep_images(std::slice::from_ref(&src), &opts)
+                    .unwrap_err()
+                    .to_string();
+                assert_eq!(got, want, "{name} cut at {cut}");
+            }
+        }
+    }
 }

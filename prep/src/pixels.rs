@@ -8,10 +8,13 @@
 //! Patchify is upstream's `patchify`: rows in spatial-merge block-major order
 //! `(t, block_row, block_col, in_row, in_col)`, each row `(c, t, ph, pw)`.
 
+use crate::decode::{JpegRows, PrepRaster, StreamRows};
 use crate::error::{PrepError, Result};
 use crate::options::PixelOptions;
+use crate::resize;
 use image::RgbImage;
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 /// The f32 value of every uint8 level per channel: `lut[c][x]`.
 #[derive(Debug, Clone, PartialEq)]
@@ -234,4 +237,429 @@ pub fn pad_to(img: &RgbImage, (height, width): (usize, usize)) -> Result<RgbImag
         out[y * width * 3..y * width * 3 + w * 3].copy_from_slice(row);
     }
     Ok(RgbImage::from_raw(width as u32, height as u32, out).expect("buffer sized for the canvas"))
+}
+
+/// The rows of one decoded image (`grid_t == 1`) written straight into `out`, without building
+/// the padded canvas: what [`crate::resize::resize_bicubic_aa`] to `content`, [`pad_to`] `canvas` and
+/// [`patchify`] with the frame repeated `temporal_patch_size` times give, value for value.
+///
+/// The canvas is made one band of `patch_size * merge_size` rows at a time (a band's rows are
+/// one contiguous run of `pixel_values` rows in block-major order), in a small buffer that stays
+/// in cache: the vertical resize pass writes into it, the padding is zeroed in it, and the band is
+/// normalised into its rows at once; bands run in parallel. Every element of `out` is written
+/// exactly once; `out` must hold `grid_h * grid_w * patch_dim` values. Returns `[1, grid_h, grid_w]`.
+pub(crate) fn write_image_rows(
+    img: &PrepRaster,
+    content: (usize, usize),
+    canvas: (usize, usize),
+    p: &PixelOptions,
+    lut: &NormLut,
+    out: &mut [MaybeUninit<f32>],
+) -> Result<[usize; 3]> {
+    let (in_h, in_w, row_w) = (img.height, img.width, img.row_width);
+    let ((ch, cw), (h, w)) = (content, canvas);
+    if in_h == 0 || in_w == 0 || ch == 0 || cw == 0 || ch > h || cw > w {
+        return Err(PrepError::InvalidOption(format!(
+            "image {in_h}x{in_w}: content {ch}x{cw} must be non-empty and fit the {h}x{w} canvas"
+        )));
+    }
+    if !(row_w == in_w || row_w == cw) || img.rows.len() != in_h * row_w * 3 {
+        return Err(PrepError::InvalidOption(format!(
+            "image {in_h}x{in_w}: {} bytes of rows {row_w} wide, content {ch}x{cw}",
+            img.rows.len()
+        )));
+    }
+    let (gh, gw) = grid_of(h, w, p)?;
+    let (ps, ms, tp) = (p.patch_size, p.merge_size, p.temporal_patch_size);
+    let dim = p.patch_dim();
+    if out.len() != gh * gw * dim {
+        return Err(PrepError::InvalidOption(format!(
+            "image rows: {} values given, the {h}x{w} canvas needs {}",
+            out.len(),
+            gh * gw * dim
+        )));
+    }
+    // Horizontal pass over the whole image (it runs on 16-row tiles), vertical pass per band.
+    // (Skipped when the decoder already did it: `row_w == cw`.)
+    let horiz = (cw != row_w).then(|| resize::horizontal::<3>(&img.rows, row_w, in_h, cw));
+    let src: &[u8] = horiz.as_deref().unwrap_or(&img.rows);
+    let vk = (ch != in_h).then(|| resize::axis_coeffs(in_h, ch));
+    let unit = ps * ms;
+    let (row_in, row_out) = (cw * 3, w * 3);
+    out.par_chunks_mut(gw * ms * dim).enumerate().for_each_init(
+        || vec![0u8; unit * row_out],
+        |band, (bi, dst)| {
+            for (r, row) in band.chunks_exact_mut(row_out).enumerate() {
+                let y = bi * unit + r;
+                if y >= ch {
+                    row.fill(0);
+                    continue;
+                }
+                let (left, pad) = row.split_at_mut(row_in);
+                match &vk {
+                    Some(k) => resize::vertical_row_dispatch(k, src, row_in, y, 0, left),
+                    None => left.copy_from_slice(&src[y * row_in..(y + 1) * row_in]),
+                }
+                pad.fill(0);
+            }
+            band_rows(band, w, ps, ms, tp, lut, dst);
+        },
+    );
+    Ok([1, gh, gw])
+}
+
+/// Hand-overs of bands per image in [`stream_image_rows`].
+const STREAM_HANDOVERS: usize = 6;
+
+/// [`write_image_rows`] for an image used at its own size whose rows are read on demand: each
+/// band is normalised into its rows on another thread while the next band's rows are decoded.
+pub(crate) fn stream_image_rows(
+    mut rows: StreamRows<'_>,
+    canvas: (usize, usize),
+    p: &PixelOptions,
+    lut: &NormLut,
+    out: &mut [MaybeUninit<f32>],
+) -> Result<[usize; 3]> {
+    let (ih, iw) = (rows.height(), rows.width());
+    let (h, w) = canvas;
+    if ih == 0 || iw == 0 || ih > h || iw > w {
+        return Err(PrepError::InvalidOption(format!(
+            "image {ih}x{iw} must be non-empty and fit the {h}x{w} canvas"
+        )));
+    }
+    let (gh, gw) = grid_of(h, w, p)?;
+    let (ps, ms, tp) = (p.patch_size, p.merge_size, p.temporal_patch_size);
+    let dim = p.patch_dim();
+    if out.len() != gh * gw * dim {
+        return Err(PrepError::InvalidOption(format!(
+            "image rows: {} values given, the {h}x{w} canvas needs {}",
+            out.len(),
+            gh * gw * dim
+        )));
+    }
+    let unit = ps * ms;
+    let (row_in, row_out) = (iw * 3, w * 3);
+    let mut img = vec![0u8; ih * row_in];
+    let mut read = Ok(());
+    // Bands go to the other threads a few at a time: each hand-over may wake a sleeping thread,
+    // which costs the decoding thread more than a band's work.
+    let group = (gh / ms).div_ceil(STREAM_HANDOVERS).max(1);
+    let band_vals = gw * ms * dim;
+    rayon::scope(|s| {
+        let mut chunks = img.chunks_mut(group * unit * row_in);
+        for dst in out.chunks_mut(group * band_vals) {
+            let src: &[u8] = match chunks.next() {
+                Some(c) => {
+                    if let Err(e) = rows.read(c) {
+                        read = Err(e);
+                        return;
+                    }
+                    c
+                }
+                None => &[],
+            };
+            s.spawn(move |_| {
+                let mut band = vec![0u8; unit * row_out];
+                let mut lines = src.chunks_exact(row_in);
+                for dst in dst.chunks_mut(band_vals) {
+                    for row in band.chunks_exact_mut(row_out) {
+                        match lines.next() {
+                            Some(line) => row[..row_in].copy_from_slice(line),
+                            None => row[..row_in].fill(0),
+                        }
+                    }
+                    band_rows(&band, w, ps, ms, tp, lut, dst);
+                }
+            });
+        }
+    });
+    read?;
+    rows.finish()?;
+    Ok([1, gh, gw])
+}
+
+/// [`write_image_rows`] for an RGB JPEG decoded here ([`JpegRows`]): each stripe of the image is
+/// decoded on its own thread, its rows resized horizontally as they come out of the decoder and
+/// kept only while the vertical pass still needs them; every band of canvas rows is made as soon
+/// as its input rows are in, and normalised into its `pixel_values` rows. No full-size buffer is
+/// written. A stripe owns the bands whose first input row lies in it and decodes from that row
+/// to the last its bands need (neighbouring stripes decode a few rows twice).
+pub(crate) fn stream_jpeg_rows(
+    src: &JpegRows<'_>,
+    content: (usize, usize),
+    canvas: (usize, usize),
+    p: &PixelOptions,
+    lut: &NormLut,
+    out: &mut [MaybeUninit<f32>],
+) -> Result<[usize; 3]> {
+    let (in_h, in_w) = (src.height(), src.width());
+    let ((ch, cw), (h, w)) = (content, canvas);
+    if in_h == 0 || in_w == 0 || ch == 0 || cw == 0 || ch > h || cw > w {
+        return Err(PrepError::InvalidOption(format!(
+            "image {in_h}x{in_w}: content {ch}x{cw} must be non-empty and fit the {h}x{w} canvas"
+        )));
+    }
+    let (gh, gw) = grid_of(h, w, p)?;
+    let (ps, ms) = (p.patch_size, p.merge_size);
+    let dim = p.patch_dim();
+    if out.len() != gh * gw * dim {
+        return Err(PrepError::InvalidOption(format!(
+            "image rows: {} values given, the {h}x{w} canvas needs {}",
+            out.len(),
+            gh * gw * dim
+        )));
+    }
+    let unit = ps * ms;
+    let n_bands = gh / ms;
+    let band_vals = gw * ms * dim;
+    let vk = (ch != in_h).then(|| resize::axis_coeffs(in_h, ch));
+    let need = |b: usize| band_input_rows(b, unit, ch, in_h, vk.as_ref());
+    // Stripe s owns bands bb[s]..bb[s + 1]: those whose first input row is in its rows.
+    let starts = src.stripe_starts(rayon::current_num_threads().min(4));
+    let mut bb = vec![0usize];
+    for &a in &starts[1..starts.len() - 1] {
+        let b = (0..n_bands).find(|&b| need(b).0 >= a).unwrap_or(n_bands);
+        if b > *bb.last().expect("non-empty") && b < n_bands {
+            bb.push(b);
+        }
+    }
+    bb.push(n_bands);
+    let mut parts: Vec<(usize, usize, &mut [MaybeUninit<f32>])> = Vec::new();
+    let mut rest = out;
+    for pair in bb.windows(2) {
+        let (mine, tail) = rest.split_at_mut((pair[1] - pair[0]) * band_vals);
+        parts.push((pair[0], pair[1], mine));
+        rest = tail;
+    }
+    let last = parts.len() - 1;
+    let pass = resize::HorizontalPass::new(in_w, cw);
+    let geom = BandGeometry {
+        unit,
+        ch,
+        cw,
+        w,
+        ps,
+        ms,
+        tp: p.temporal_patch_size,
+        band_vals,
+        in_h,
+    };
+    let stripe = |(i, (b0, b1, dst)): (usize, (usize, usize, &mut [MaybeUninit<f32>]))| {
+        let from = need(b0).0.min(in_h);
+        let to = if i == last { in_h } else { need(b1 - 1).1 };
+        let mut wr = BandWriter {
+            g: &geom,
+            vk: vk.as_ref(),
+            lut,
+            win: Vec::new(),
+            wlo: from,
+            next: b0,
+            end: b1,
+            band: vec![0u8; unit * w * 3],
+            dst,
+        };
+        let mut sink = |first: usize, rows: &[u8]| wr.feed(first, rows);
+        src.decode(from, to, i == last, &pass, &mut sink)?;
+        wr.flush()
+    };
+    if parts.len() == 1 {
+        stripe((0, parts.pop().expect("one part")))?;
+    } else {
+        parts.into_par_iter().enumerate().try_for_each(stripe)?;
+    }
+    Ok([1, gh, gw])
+}
+
+/// Input rows `[lo, hi)` that band `b` (canvas rows `b * unit..`) reads: none past the content.
+fn band_input_rows(
+    b: usize,
+    unit: usize,
+    ch: usize,
+    in_h: usize,
+    vk: Option<&resize::AxisCoeffs>,
+) -> (usize, usize) {
+    let (y0, y1) = (b * unit, ((b + 1) * unit).min(ch));
+    if y0 >= ch {
+        return (in_h, in_h);
+    }
+    match vk {
+        Some(k) => (
+            k.xmin[y0],
+            (y0..y1).map(|y| k.xmin[y] + k.xsize[y]).max().unwrap_or(0),
+        ),
+        None => (y0, y1),
+    }
+}
+
+/// Sizes shared by the stripes of [`stream_jpeg_rows`].
+struct BandGeometry {
+    unit: usize,
+    ch: usize,
+    cw: usize,
+    w: usize,
+    ps: usize,
+    ms: usize,
+    tp: usize,
+    band_vals: usize,
+    in_h: usize,
+}
+
+/// One stripe's bands: a window of horizontally resized rows `wlo..` and the bands still to
+/// write, `next..end`, into `dst` (band `next` first).
+struct BandWriter<'a, 'o> {
+    g: &'a BandGeometry,
+    vk: Option<&'a resize::AxisCoeffs>,
+    lut: &'a NormLut,
+    win: Vec<u8>,
+    wlo: usize,
+    next: usize,
+    end: usize,
+    band: Vec<u8>,
+    dst: &'o mut [MaybeUninit<f32>],
+}
+
+impl BandWriter<'_, '_> {
+    fn need(&self, b: usize) -> (usize, usize) {
+        band_input_rows(b, self.g.unit, self.g.ch, self.g.in_h, self.vk)
+    }
+
+    /// Rows `first..` (in order, right after the window) come in: drop what no band still
+    /// needs, keep these, write every band whose rows are all in.
+    fn feed(&mut self, first: usize, rows: &[u8]) {
+        let row_len = self.g.cw * 3;
+        debug_assert_eq!(first, self.wlo + self.win.len() / row_len);
+        let keep = self.need(self.next).0.min(first);
+        if keep > self.wlo {
+            self.win.drain(..(keep - self.wlo) * row_len);
+            self.wlo = keep;
+        }
+        self.win.extend_from_slice(rows);
+        let whi = self.wlo + self.win.len() / row_len;
+        while self.next < self.end && self.need(self.next).1 <= whi {
+            self.write_band();
+        }
+    }
+
+    /// After the last row: the remaining bands, which must need no row that did not come.
+    fn flush(&mut self) -> Result<()> {
+        let whi = self.wlo + self.win.len() / (self.g.cw * 3);
+        while self.next < self.end {
+            let (lo, hi) = self.need(self.next);
+            if hi > whi && lo < hi {
+                return Err(PrepError::InvalidOption(format!(
+                    "band {} needs rows {lo}..{hi}, only ..{whi} were decoded",
+                    self.next
+                )));
+            }
+            self.write_band();
+        }
+        Ok(())
+    }
+
+    /// Band `next` from the window (its rows are in), normalised into its rows of `dst`.
+    fn write_band(&mut self) {
+        let g = self.g;
+        let (row_in, row_out) = (g.cw * 3, g.w * 3);
+        let b = self.next;
+        for (r, row) in self.band.chunks_exact_mut(row_out).enumerate() {
+            let y = b * g.unit + r;
+            if y >= g.ch {
+                row.fill(0);
+                continue;
+            }
+            let (left, pad) = row.split_at_mut(row_in);
+            match self.vk {
+                Some(k) => resize::vertical_row_dispatch(k, &self.win, row_in, y, self.wlo, left),
+                None => {
+                    let at = (y - self.wlo) * row_in;
+                    left.copy_from_slice(&self.win[at..at + row_in]);
+                }
+            }
+            pad.fill(0);
+        }
+        let i = (b - (self.end - self.dst.len() / g.band_vals)) * g.band_vals;
+        band_rows(
+            &self.band,
+            g.w,
+            g.ps,
+            g.ms,
+            g.tp,
+            self.lut,
+            &mut self.dst[i..i + g.band_vals],
+        );
+        self.next += 1;
+    }
+}
+
+/// The `pixel_values` rows of one band (`ps * ms` canvas rows of `w` pixels): merge blocks left
+/// to right, patches row-major within a block, each row `(c, t, ph, pw)` with the `tp` temporal
+/// copies identical.
+fn band_rows(
+    band: &[u8],
+    w: usize,
+    ps: usize,
+    ms: usize,
+    tp: usize,
+    lut: &NormLut,
+    dst: &mut [MaybeUninit<f32>],
+) {
+    let plane = ps * ps;
+    let dim = 3 * tp * plane;
+    let stride = w * 3;
+    let mut rows = dst.chunks_exact_mut(dim);
+    for bc in 0..w / (ps * ms) {
+        for ir in 0..ms {
+            for ic in 0..ms {
+                let row = rows.next().expect("a band holds gw * ms rows");
+                let base = ir * ps * stride + (bc * ms + ic) * ps * 3;
+                for c in 0..3 {
+                    let first = c * tp * plane;
+                    let lut_c = &lut.0[c];
+                    for py in 0..ps {
+                        let line = &band[base + py * stride + c..];
+                        let o = &mut row[first + py * ps..first + (py + 1) * ps];
+                        for (px, v) in o.iter_mut().enumerate() {
+                            v.write(lut_c[line[px * 3] as usize]);
+                        }
+                    }
+                    for tt in 1..tp {
+                        row.copy_within(first..first + plane, first + tt * plane);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Buffers at least this large are backed by transparent huge pages where the kernel allows it.
+const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
+
+/// Asks the kernel (Linux, `madvise(MADV_HUGEPAGE)`) to back the spare capacity of `v` with 2 MiB
+/// pages. A large `pixel_values` buffer is written once, right after it is allocated: with 4 KiB
+/// pages that first write takes one page fault per 1024 values, which costs as much as the rest of
+/// the work. Only advice: the contents are unchanged and a refusal changes nothing.
+pub(crate) fn advise_huge_pages<T>(v: &mut Vec<T>) {
+    let bytes = v.capacity() * std::mem::size_of::<T>();
+    if bytes < HUGE_PAGE_MIN_BYTES {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        const PAGE: usize = 4096;
+        const MADV_HUGEPAGE: std::ffi::c_int = 14;
+        unsafe extern "C" {
+            fn madvise(
+                addr: *mut std::ffi::c_void,
+                len: usize,
+                advice: std::ffi::c_int,
+            ) -> std::ffi::c_int;
+        }
+        let start = v.as_mut_ptr() as usize;
+        let (lo, hi) = (start.next_multiple_of(PAGE), (start + bytes) & !(PAGE - 1));
+        if hi > lo {
+            // SAFETY: [lo, hi) lies inside the allocation `v` owns; MADV_HUGEPAGE changes no
+            // contents and no permissions. The result is ignored: the advice is optional.
+            unsafe { madvise(lo as *mut std::ffi::c_void, hi - lo, MADV_HUGEPAGE) };
+        }
+    }
 }

@@ -118,18 +118,63 @@ fn finish(acc: i32, precision: u32) -> u8 {
 const LANES: usize = 16;
 
 /// Horizontal pass over interleaved rows of `C` channels.
-fn horizontal<const C: usize>(src: &[u8], in_w: usize, rows: usize, out_w: usize) -> Vec<u8> {
+pub(crate) fn horizontal<const C: usize>(
+    src: &[u8],
+    in_w: usize,
+    rows: usize,
+    out_w: usize,
+) -> Vec<u8> {
     let k = axis_coeffs(in_w, out_w);
     let mut out = vec![0u8; rows * out_w * C];
+    crate::pixels::advise_huge_pages(&mut out);
     out.par_chunks_mut(LANES * out_w * C)
         .zip(src.par_chunks(LANES * in_w * C))
         .for_each_init(
-            || vec![[0u8; LANES]; in_w * C],
+            || vec![[0u8; LANES]; (in_w + out_w) * C],
             |tile, (oblock, iblock)| {
                 horizontal_block_dispatch::<C>(&k, tile, iblock, oblock, in_w, out_w)
             },
         );
     out
+}
+
+/// The horizontal pass of one resize for callers that produce rows piecewise (the JPEG decoder
+/// resizes each group of rows as it comes out): same bytes as [`horizontal`], row for row.
+pub(crate) struct HorizontalPass {
+    k: AxisCoeffs,
+    in_w: usize,
+    out_w: usize,
+}
+
+impl HorizontalPass {
+    /// Rows handled per [`HorizontalPass::rows`] call, at most.
+    pub(crate) const ROWS: usize = LANES;
+
+    pub(crate) fn new(in_w: usize, out_w: usize) -> Self {
+        HorizontalPass {
+            k: axis_coeffs(in_w, out_w),
+            in_w,
+            out_w,
+        }
+    }
+
+    /// Output width in pixels.
+    pub(crate) fn out_w(&self) -> usize {
+        self.out_w
+    }
+
+    /// Scratch for [`HorizontalPass::rows`].
+    pub(crate) fn tile(&self) -> Vec<[u8; LANES]> {
+        vec![[0u8; LANES]; (self.in_w + self.out_w) * 3]
+    }
+
+    /// Resizes up to [`HorizontalPass::ROWS`] RGB rows (`src`, `in_w * 3` bytes each) into `out`
+    /// (`out_w * 3` bytes each).
+    pub(crate) fn rows(&self, tile: &mut [[u8; LANES]], src: &[u8], out: &mut [u8]) {
+        debug_assert!(src.len() <= LANES * self.in_w * 3);
+        debug_assert_eq!(src.len() / (self.in_w * 3), out.len() / (self.out_w * 3));
+        horizontal_block_dispatch::<3>(&self.k, tile, src, out, self.in_w, self.out_w)
+    }
 }
 
 fn horizontal_block_dispatch<const C: usize>(
@@ -163,7 +208,8 @@ fn horizontal_block_avx2<const C: usize>(
 }
 
 /// Up to `LANES` rows: transpose them into `tile` (`tile[i][r]` = byte `i` of row `r`), then
-/// every output value of all rows is one vector multiply-add per tap.
+/// every output value of all rows is one vector multiply-add per tap, into the rest of `tile`
+/// (`in_w * C` entries, then `out_w * C`), transposed back into the output rows.
 #[inline(always)]
 fn horizontal_block<const C: usize>(
     k: &AxisCoeffs,
@@ -175,6 +221,7 @@ fn horizontal_block<const C: usize>(
 ) {
     let row_len = in_w * C;
     let rows = src.len() / row_len;
+    let (tile, otile) = tile.split_at_mut(row_len);
     transpose_rows(src, row_len, rows, tile);
     let half = 1i32 << (k.precision - 1);
     let out_stride = out_w * C;
@@ -183,10 +230,79 @@ fn horizontal_block<const C: usize>(
         let taps = &tile[k.xmin[x] * C..(k.xmin[x] + w.len()) * C];
         for c in 0..C {
             // Lane r of `taps[c + j*C]` is tap j of row r: 16 bytes apart per element.
-            let v = dot16(taps[c..].as_flattened(), C * LANES, w, half, k.precision);
-            for (r, &b) in v.iter().enumerate().take(rows) {
-                out[r * out_stride + x * C + c] = b;
+            otile[x * C + c] = dot16(taps[c..].as_flattened(), C * LANES, w, half, k.precision);
+        }
+    }
+    untranspose_rows(otile, out_stride, rows, out);
+}
+
+/// A 16x16 byte transpose: byte `j` of result `b` is byte `b` of `r[j]`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn transpose16(r: &[std::arch::x86_64::__m128i; 16]) -> [std::arch::x86_64::__m128i; 16] {
+    // SAFETY: SSE2 is part of x86_64; register operations only.
+    unsafe {
+        use std::arch::x86_64::*;
+        let mut a = [_mm_setzero_si128(); 16];
+        for j in 0..8 {
+            a[2 * j] = _mm_unpacklo_epi8(r[2 * j], r[2 * j + 1]);
+            a[2 * j + 1] = _mm_unpackhi_epi8(r[2 * j], r[2 * j + 1]);
+        }
+        let mut b = [_mm_setzero_si128(); 16];
+        for q in 0..4 {
+            let (x0, x1, y0, y1) = (a[4 * q], a[4 * q + 1], a[4 * q + 2], a[4 * q + 3]);
+            b[4 * q] = _mm_unpacklo_epi16(x0, y0);
+            b[4 * q + 1] = _mm_unpackhi_epi16(x0, y0);
+            b[4 * q + 2] = _mm_unpacklo_epi16(x1, y1);
+            b[4 * q + 3] = _mm_unpackhi_epi16(x1, y1);
+        }
+        let mut c = [_mm_setzero_si128(); 16];
+        for h in 0..2 {
+            for m in 0..4 {
+                c[8 * h + 2 * m] = _mm_unpacklo_epi32(b[8 * h + m], b[8 * h + 4 + m]);
+                c[8 * h + 2 * m + 1] = _mm_unpackhi_epi32(b[8 * h + m], b[8 * h + 4 + m]);
             }
+        }
+        let mut t = [_mm_setzero_si128(); 16];
+        for m in 0..8 {
+            t[2 * m] = _mm_unpacklo_epi64(c[m], c[m + 8]);
+            t[2 * m + 1] = _mm_unpackhi_epi64(c[m], c[m + 8]);
+        }
+        t
+    }
+}
+
+/// The inverse of [`transpose_rows`]: `out[r * row_len + i] = tile[i][r]` for `r < rows`.
+#[inline(always)]
+fn untranspose_rows(tile: &[[u8; LANES]], row_len: usize, rows: usize, out: &mut [u8]) {
+    assert!(tile.len() >= row_len && out.len() >= rows * row_len);
+    let mut i0 = 0;
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: SSE2 is part of x86_64; every load reads one `[u8; 16]` element of `tile`
+        // (i0 + 16 <= row_len <= tile.len()), every store writes 16 bytes of row r < rows at
+        // i0 + 16 <= row_len, inside `out` by the assertion above.
+        unsafe {
+            use std::arch::x86_64::*;
+            while i0 + 16 <= row_len {
+                let mut r = [_mm_setzero_si128(); 16];
+                for (j, rj) in r.iter_mut().enumerate() {
+                    *rj = _mm_loadu_si128(tile[i0 + j].as_ptr() as *const __m128i);
+                }
+                let t = transpose16(&r);
+                for (row, tr) in t.iter().enumerate().take(rows) {
+                    _mm_storeu_si128(
+                        out.as_mut_ptr().add(row * row_len + i0) as *mut __m128i,
+                        *tr,
+                    );
+                }
+                i0 += 16;
+            }
+        }
+    }
+    for (i, t) in tile.iter().enumerate().take(row_len).skip(i0) {
+        for (r, &v) in t.iter().enumerate().take(rows) {
+            out[r * row_len + i] = v;
         }
     }
 }
@@ -212,31 +328,9 @@ fn transpose_rows(src: &[u8], row_len: usize, rows: usize, tile: &mut [[u8; LANE
                     };
                     *rj = _mm_loadu_si128(p as *const __m128i);
                 }
-                let mut a = [_mm_setzero_si128(); 16];
-                for j in 0..8 {
-                    a[2 * j] = _mm_unpacklo_epi8(r[2 * j], r[2 * j + 1]);
-                    a[2 * j + 1] = _mm_unpackhi_epi8(r[2 * j], r[2 * j + 1]);
-                }
-                let mut b = [_mm_setzero_si128(); 16];
-                for q in 0..4 {
-                    let (x0, x1, y0, y1) = (a[4 * q], a[4 * q + 1], a[4 * q + 2], a[4 * q + 3]);
-                    b[4 * q] = _mm_unpacklo_epi16(x0, y0);
-                    b[4 * q + 1] = _mm_unpackhi_epi16(x0, y0);
-                    b[4 * q + 2] = _mm_unpacklo_epi16(x1, y1);
-                    b[4 * q + 3] = _mm_unpackhi_epi16(x1, y1);
-                }
-                let mut c = [_mm_setzero_si128(); 16];
-                for h in 0..2 {
-                    for m in 0..4 {
-                        c[8 * h + 2 * m] = _mm_unpacklo_epi32(b[8 * h + m], b[8 * h + 4 + m]);
-                        c[8 * h + 2 * m + 1] = _mm_unpackhi_epi32(b[8 * h + m], b[8 * h + 4 + m]);
-                    }
-                }
-                for m in 0..8 {
-                    let lo = _mm_unpacklo_epi64(c[m], c[m + 8]);
-                    let hi = _mm_unpackhi_epi64(c[m], c[m + 8]);
-                    _mm_storeu_si128(tile[i0 + 2 * m].as_mut_ptr() as *mut __m128i, lo);
-                    _mm_storeu_si128(tile[i0 + 2 * m + 1].as_mut_ptr() as *mut __m128i, hi);
+                let t = transpose16(&r);
+                for (m, tm) in t.iter().enumerate() {
+                    _mm_storeu_si128(tile[i0 + m].as_mut_ptr() as *mut __m128i, *tm);
                 }
                 i0 += 16;
             }
@@ -315,31 +409,47 @@ fn vertical(src: &[u8], row_len: usize, in_h: usize, out_h: usize) -> Vec<u8> {
     let mut out = vec![0u8; out_h * row_len];
     out.par_chunks_mut(row_len)
         .enumerate()
-        .for_each(|(y, orow)| vertical_row_dispatch(&k, src, row_len, y, orow));
+        .for_each(|(y, orow)| vertical_row_dispatch(&k, src, row_len, y, 0, orow));
     out
 }
 
-fn vertical_row_dispatch(k: &AxisCoeffs, src: &[u8], row_len: usize, y: usize, out: &mut [u8]) {
+/// Output row `y` of the vertical pass (`out` is `row_len` bytes; `src` rows are `row_len` apart).
+/// `src` holds the input rows from row `base` on (`base <= xmin[y]`).
+pub(crate) fn vertical_row_dispatch(
+    k: &AxisCoeffs,
+    src: &[u8],
+    row_len: usize,
+    y: usize,
+    base: usize,
+    out: &mut [u8],
+) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU supports AVX2 (checked just above).
-        unsafe { vertical_row_avx2(k, src, row_len, y, out) };
+        unsafe { vertical_row_avx2(k, src, row_len, y, base, out) };
         return;
     }
-    vertical_row(k, src, row_len, y, out)
+    vertical_row(k, src, row_len, y, base, out)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn vertical_row_avx2(k: &AxisCoeffs, src: &[u8], row_len: usize, y: usize, out: &mut [u8]) {
-    vertical_row(k, src, row_len, y, out)
+fn vertical_row_avx2(
+    k: &AxisCoeffs,
+    src: &[u8],
+    row_len: usize,
+    y: usize,
+    base: usize,
+    out: &mut [u8],
+) {
+    vertical_row(k, src, row_len, y, base, out)
 }
 
 #[inline(always)]
-fn vertical_row(k: &AxisCoeffs, src: &[u8], row_len: usize, y: usize, out: &mut [u8]) {
+fn vertical_row(k: &AxisCoeffs, src: &[u8], row_len: usize, y: usize, base: usize, out: &mut [u8]) {
     let half = 1i32 << (k.precision - 1);
     let w = &k.weights[y * k.ksize..y * k.ksize + k.xsize[y]];
-    let first = &src[k.xmin[y] * row_len..];
+    let first = &src[(k.xmin[y] - base) * row_len..];
     let mut i = 0;
     while i + 16 <= row_len {
         out[i..i + 16].copy_from_slice(&dot16(&first[i..], row_len, w, half, k.precision));

@@ -108,27 +108,17 @@ pub(crate) fn decode(data: &[u8], max_bytes: usize) -> Result<Raster, Fail> {
             {
                 transparency = Transparency::Rgb(key(t, 0), key(t, 1), key(t, 2));
             }
-            Pixels::Rgb(high_bytes(
-                &buf,
-                stride,
-                hu,
-                wu * 3,
-                depth == BitDepth::Sixteen,
-            ))
+            Pixels::Rgb(high_bytes(buf, stride, hu, wu * 3, sixteen))
         }
-        (ColorType::Rgba, BitDepth::Eight | BitDepth::Sixteen) => Pixels::Rgba(high_bytes(
-            &buf,
-            stride,
-            hu,
-            wu * 4,
-            depth == BitDepth::Sixteen,
-        )),
+        (ColorType::Rgba, BitDepth::Eight | BitDepth::Sixteen) => {
+            Pixels::Rgba(high_bytes(buf, stride, hu, wu * 4, sixteen))
+        }
         (ColorType::GrayscaleAlpha, BitDepth::Eight) => {
-            Pixels::La(high_bytes(&buf, stride, hu, wu * 2, false))
+            Pixels::La(high_bytes(buf, stride, hu, wu * 2, false))
         }
         (ColorType::GrayscaleAlpha, BitDepth::Sixteen) => {
             // "LA;16B" unpacks to RGBA.
-            let la = high_bytes(&buf, stride, hu, wu * 2, true);
+            let la = high_bytes(buf, stride, hu, wu * 2, true);
             Pixels::Rgba(
                 la.chunks_exact(2)
                     .flat_map(|p| [p[0], p[0], p[0], p[1]])
@@ -184,8 +174,68 @@ pub(crate) fn decode(data: &[u8], max_bytes: usize) -> Result<Raster, Fail> {
     })
 }
 
+/// Row-by-row reading of a PNG whose rows are already what `load_image` gives: 8-bit RGB, not
+/// interlaced, no tRNS colour key, not animated. [`decode`] reads the same rows with the same
+/// reader settings.
+pub(crate) struct RgbRows<'a> {
+    reader: png::Reader<std::io::Cursor<&'a [u8]>>,
+    pub width: usize,
+    pub height: usize,
+}
+
+impl<'a> RgbRows<'a> {
+    /// `None` when the image is not such a PNG (then use [`decode`]).
+    pub(crate) fn open(data: &'a [u8], max_bytes: usize) -> Result<Option<RgbRows<'a>>, Fail> {
+        let mut dec = png::Decoder::new_with_limits(
+            std::io::Cursor::new(data),
+            png::Limits { bytes: max_bytes },
+        );
+        dec.set_transformations(Transformations::IDENTITY);
+        dec.ignore_checksums(true);
+        let reader = dec.read_info().map_err(map_err)?;
+        let info = reader.info();
+        let plain = info.color_type == ColorType::Rgb
+            && info.bit_depth == BitDepth::Eight
+            && !info.interlaced
+            && info.trns.is_none()
+            && info.animation_control.is_none();
+        let (width, height) = (info.width as usize, info.height as usize);
+        Ok(plain.then_some(RgbRows {
+            reader,
+            width,
+            height,
+        }))
+    }
+
+    /// Decodes the next `rows.len() / (width * 3)` rows into `rows`.
+    pub(crate) fn read(&mut self, rows: &mut [u8]) -> Result<(), Fail> {
+        for row in rows.chunks_exact_mut(self.width * 3) {
+            if self.reader.read_row(row).map_err(map_err)?.is_none() {
+                return Err(Fail::Corrupt("the image data ends early".into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// After the last row: reads past the image data, as [`decode`] does.
+    pub(crate) fn finish(mut self) -> Result<(), Fail> {
+        let mut scratch = vec![0u8; self.width * 3];
+        match self.reader.read_row(&mut scratch).map_err(map_err)? {
+            None => Ok(()),
+            Some(_) => Err(Fail::Corrupt(
+                "the image has more rows than its header says".into(),
+            )),
+        }
+    }
+}
+
 /// Copies `len` bytes per row, or for 16-bit samples the high (first) byte of each of `len` samples.
-fn high_bytes(buf: &[u8], stride: usize, h: usize, len: usize, sixteen: bool) -> Vec<u8> {
+/// Rows of 8-bit samples already packed back to back are kept in place.
+fn high_bytes(mut buf: Vec<u8>, stride: usize, h: usize, len: usize, sixteen: bool) -> Vec<u8> {
+    if !sixteen && stride == len && buf.len() >= h * len {
+        buf.truncate(h * len);
+        return buf;
+    }
     let mut out = Vec::with_capacity(h * len);
     for y in 0..h {
         let r = &buf[y * stride..(y + 1) * stride];
