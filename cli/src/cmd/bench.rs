@@ -23,7 +23,7 @@ const SCRIPT: &str = include_str!("../../scripts/bench_upstream.py");
 /// Time our preprocessing, CPU tower or GPU tower against upstream's, same inputs, same run.
 ///
 /// prep: decode + resize + patchify of a 4000x3000 JPEG and a 640x480 PNG (or the given IMAGEs)
-/// against `Glm5NextImageProcessor()(images=load_image(path))`; reports the decode share.
+/// against `Glm5NextImageProcessor()(images=load_image(path))`; also times our decode alone.
 /// cpu: full GLM-5.3-Flash geometry (synthetic weights, or --model) at grids 8x8, 32x32, 72x72
 /// against upstream's f32 eager forward with the same weights and pixels; reports GFLOP/s and peak RSS.
 /// gpu: the bf16 GPU tower (CUDA events, pixels on the device) against upstream's bf16 SDPA
@@ -228,7 +228,7 @@ fn bench_prep(args: &Args, py: &Path, dir: &Path) -> anyhow::Result<()> {
     let up = upstream(py, dir, &up_args)?;
     println!(
         "{:<28} {:>10} {:>10} {:>12} {:>8} {:>14}",
-        "input", "ours ms", "decode ms", "upstream ms", "ratio", "upstream dec."
+        "input", "ours ms", "our decode", "upstream ms", "ratio", "upstream dec."
     );
     for (i, img) in images.iter().enumerate() {
         let src = ImageSource::from_arg(img);
@@ -256,7 +256,7 @@ fn bench_prep(args: &Args, py: &Path, dir: &Path) -> anyhow::Result<()> {
         );
     }
     println!(
-        "\nratio = upstream / ours (higher is faster); decode ms = our decode alone (its share of ours)"
+        "\nratio = upstream / ours (higher is faster); our decode = load_image alone (prep_images overlaps decoding with resizing, so it is not a share of ours)"
     );
     Ok(())
 }
