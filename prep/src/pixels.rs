@@ -83,6 +83,19 @@ fn grid_of(h: usize, w: usize, p: &PixelOptions) -> Result<(usize, usize)> {
     Ok((h / p.patch_size, w / p.patch_size))
 }
 
+/// [`grid_of`] for a writer of one image's rows, also checking that `out_len` values are exactly
+/// the canvas's `grid_h * grid_w * patch_dim`.
+fn out_grid(out_len: usize, h: usize, w: usize, p: &PixelOptions) -> Result<(usize, usize)> {
+    let (gh, gw) = grid_of(h, w, p)?;
+    let need = gh * gw * p.patch_dim();
+    if out_len != need {
+        return Err(PrepError::InvalidOption(format!(
+            "image rows: {out_len} values given, the {h}x{w} canvas needs {need}"
+        )));
+    }
+    Ok((gh, gw))
+}
+
 /// Patchifies `frames` (equal-size canvases; their count a multiple of `temporal_patch_size`)
 /// into normalised rows. Returns `(pixel_values, [grid_t, grid_h, grid_w])`, `pixel_values`
 /// being `[grid_t*grid_h*grid_w, patch_dim]` row-major.
@@ -269,16 +282,9 @@ pub(crate) fn write_image_rows(
             img.rows.len()
         )));
     }
-    let (gh, gw) = grid_of(h, w, p)?;
+    let (gh, gw) = out_grid(out.len(), h, w, p)?;
     let (ps, ms, tp) = (p.patch_size, p.merge_size, p.temporal_patch_size);
     let dim = p.patch_dim();
-    if out.len() != gh * gw * dim {
-        return Err(PrepError::InvalidOption(format!(
-            "image rows: {} values given, the {h}x{w} canvas needs {}",
-            out.len(),
-            gh * gw * dim
-        )));
-    }
     // Horizontal pass over the whole image (it runs on 16-row tiles), vertical pass per band.
     // (Skipped when the decoder already did it: `row_w == cw`.)
     let horiz = (cw != row_w).then(|| resize::horizontal::<3>(&img.rows, row_w, in_h, cw));
@@ -327,16 +333,9 @@ pub(crate) fn stream_image_rows(
             "image {ih}x{iw} must be non-empty and fit the {h}x{w} canvas"
         )));
     }
-    let (gh, gw) = grid_of(h, w, p)?;
+    let (gh, gw) = out_grid(out.len(), h, w, p)?;
     let (ps, ms, tp) = (p.patch_size, p.merge_size, p.temporal_patch_size);
     let dim = p.patch_dim();
-    if out.len() != gh * gw * dim {
-        return Err(PrepError::InvalidOption(format!(
-            "image rows: {} values given, the {h}x{w} canvas needs {}",
-            out.len(),
-            gh * gw * dim
-        )));
-    }
     let unit = ps * ms;
     let (row_in, row_out) = (iw * 3, w * 3);
     let mut img = vec![0u8; ih * row_in];
@@ -399,16 +398,9 @@ pub(crate) fn stream_jpeg_rows(
             "image {in_h}x{in_w}: content {ch}x{cw} must be non-empty and fit the {h}x{w} canvas"
         )));
     }
-    let (gh, gw) = grid_of(h, w, p)?;
+    let (gh, gw) = out_grid(out.len(), h, w, p)?;
     let (ps, ms) = (p.patch_size, p.merge_size);
     let dim = p.patch_dim();
-    if out.len() != gh * gw * dim {
-        return Err(PrepError::InvalidOption(format!(
-            "image rows: {} values given, the {h}x{w} canvas needs {}",
-            out.len(),
-            gh * gw * dim
-        )));
-    }
     let unit = ps * ms;
     let n_bands = gh / ms;
     let band_vals = gw * ms * dim;
