@@ -3,7 +3,7 @@
 
 use crate::device::{DBuf, Dev, DeviceInfo, Dt, arg};
 use crate::error::GpuError;
-use glm5v_reference::geometry::{self, Grid};
+use glm5v_reference::geometry::{self, Grid, check_cols, check_shape};
 use glm5v_reference::kernels::rope;
 use glm5v_reference::tower::progress;
 use glm5v_reference::{InputError, TapSink, Tower, TowerError, TowerWeights, VisionConfig};
@@ -907,25 +907,6 @@ impl GpuTower {
         self.dev.sync("timing")?;
         Ok(times)
     }
-
-    fn check_cols(what: &str, found: (usize, usize), cols: usize) -> Result<(), InputError> {
-        if found.1 == cols {
-            Ok(())
-        } else {
-            Err(InputError::Shape {
-                what: what.into(),
-                expected: vec![found.0, cols],
-                found: vec![found.0, found.1],
-            })
-        }
-    }
-}
-
-impl Dev {
-    /// Blocks of `threads` threads covering `n` items, one item per thread.
-    pub fn grid_for_threads(&self, n: usize, threads: usize) -> (u32, u32, u32) {
-        (n.div_ceil(threads).max(1) as u32, 1, 1)
-    }
 }
 
 impl Tower for GpuTower {
@@ -938,7 +919,7 @@ impl Tower for GpuTower {
     }
 
     fn patch_embed(&self, pixel_values: ArrayView2<f32>) -> Result<Array2<f32>, TowerError> {
-        Self::check_cols("pixel_values", pixel_values.dim(), self.cfg.patch_dim())?;
+        check_cols("pixel_values", pixel_values.dim(), self.cfg.patch_dim())?;
         let _g = self.guard();
         let n = pixel_values.nrows();
         let px = self.upload_pixels(pixel_values)?;
@@ -979,17 +960,9 @@ impl Tower for GpuTower {
         }
         let n = hidden.nrows();
         let hd = cfg.head_dim();
-        Self::check_cols("block hidden states", hidden.dim(), cfg.hidden_size)?;
-        for (what, a) in [("rope cos", &cos), ("rope sin", &sin)] {
-            if a.dim() != (n, hd) {
-                return Err(InputError::Shape {
-                    what: what.into(),
-                    expected: vec![n, hd],
-                    found: vec![a.nrows(), a.ncols()],
-                }
-                .into());
-            }
-        }
+        check_cols("block hidden states", hidden.dim(), cfg.hidden_size)?;
+        check_shape("rope cos", cos.dim(), (n, hd))?;
+        check_shape("rope sin", sin.dim(), (n, hd))?;
         geometry::validate_cu_seqlens(cu_seqlens, n)?;
         let _g = self.guard();
         let geo = self.geo(&cos.to_owned(), &sin.to_owned(), cu_seqlens, false)?;
@@ -1002,7 +975,7 @@ impl Tower for GpuTower {
     }
 
     fn post_norm(&self, hidden: ArrayView2<f32>) -> Result<Array2<f32>, TowerError> {
-        Self::check_cols("post_layernorm input", hidden.dim(), self.cfg.hidden_size)?;
+        check_cols("post_layernorm input", hidden.dim(), self.cfg.hidden_size)?;
         let _g = self.guard();
         let n = hidden.nrows();
         let h = hidden.as_standard_layout();
@@ -1016,17 +989,7 @@ impl Tower for GpuTower {
     }
 
     fn downsample(&self, hidden: ArrayView2<f32>) -> Result<Array2<f32>, TowerError> {
-        let cfg = &self.cfg;
-        Self::check_cols("downsample input", hidden.dim(), cfg.hidden_size)?;
-        let unit = cfg.merge_unit();
-        if !hidden.nrows().is_multiple_of(unit) {
-            return Err(InputError::Shape {
-                what: format!("downsample input (rows must be a multiple of {unit})"),
-                expected: vec![hidden.nrows().div_ceil(unit) * unit, cfg.hidden_size],
-                found: vec![hidden.nrows(), hidden.ncols()],
-            }
-            .into());
-        }
+        geometry::check_downsample_input(&self.cfg, hidden.dim())?;
         let _g = self.guard();
         let n = hidden.nrows();
         let h = hidden.as_standard_layout();
@@ -1036,7 +999,7 @@ impl Tower for GpuTower {
             self.dev.act(),
         )?;
         let ds = self.downsample_dev(&x, n)?;
-        Ok(self.download2(&ds, n / unit, cfg.out_hidden_size)?)
+        Ok(self.download2(&ds, n / self.cfg.merge_unit(), self.cfg.out_hidden_size)?)
     }
 
     fn merger(
@@ -1045,7 +1008,7 @@ impl Tower for GpuTower {
         mut taps: Option<&mut dyn TapSink>,
     ) -> Result<Array2<f32>, TowerError> {
         let cfg = &self.cfg;
-        Self::check_cols("merger input", x.dim(), cfg.out_hidden_size)?;
+        check_cols("merger input", x.dim(), cfg.out_hidden_size)?;
         let _g = self.guard();
         let g = x.nrows();
         let h = x.as_standard_layout();

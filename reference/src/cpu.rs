@@ -2,7 +2,7 @@
 
 use crate::config::VisionConfig;
 use crate::error::{InputError, TowerError};
-use crate::geometry::{self, Grid};
+use crate::geometry::{self, Grid, check_cols, check_shape};
 use crate::kernels::act::{gelu, swiglu_rows, swiglu_rows_into};
 use crate::kernels::attention::attention;
 use crate::kernels::gemm::{Par, linear, linear_into};
@@ -59,26 +59,6 @@ fn to_real<F: Real>(x: ArrayView2<f32>) -> Array2<F> {
 
 fn to_f32<F: Real>(x: Array2<F>) -> Array2<f32> {
     x.mapv(|v| v.to_f64() as f32)
-}
-
-fn check_shape(
-    what: &str,
-    found: (usize, usize),
-    expected: (usize, usize),
-) -> Result<(), InputError> {
-    if found == expected {
-        Ok(())
-    } else {
-        Err(InputError::Shape {
-            what: what.into(),
-            expected: vec![expected.0, expected.1],
-            found: vec![found.0, found.1],
-        })
-    }
-}
-
-fn check_cols(what: &str, found: (usize, usize), cols: usize) -> Result<(), InputError> {
-    check_shape(what, found, (found.0, cols))
 }
 
 impl<F: Real> CpuTower<F> {
@@ -345,18 +325,7 @@ impl<F: Real> Tower for CpuTower<F> {
     }
 
     fn downsample(&self, hidden: ArrayView2<f32>) -> Result<Array2<f32>, TowerError> {
-        let cfg = self.cfg();
-        check_cols("downsample input", hidden.dim(), cfg.hidden_size)?;
-        let unit = cfg.merge_unit();
-        if !hidden.nrows().is_multiple_of(unit) {
-            let rows = hidden.nrows().div_ceil(unit) * unit;
-            return Err(InputError::Shape {
-                what: format!("downsample input (rows must be a multiple of {unit})"),
-                expected: vec![rows, cfg.hidden_size],
-                found: vec![hidden.nrows(), hidden.ncols()],
-            }
-            .into());
-        }
+        geometry::check_downsample_input(self.cfg(), hidden.dim())?;
         Ok(to_f32(self.downsample_f(to_real::<F>(hidden).view())))
     }
 

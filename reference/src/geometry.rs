@@ -7,6 +7,44 @@ use crate::error::InputError;
 /// One row of `image_grid_thw`: `[t, h, w]` in patches (t = frame pairs).
 pub type Grid = [usize; 3];
 
+/// `Ok` when a `[rows, cols]` input named `what` has the `expected` shape, else the shape error
+/// naming it (for the stage methods of every [`crate::Tower`]).
+pub fn check_shape(
+    what: &str,
+    found: (usize, usize),
+    expected: (usize, usize),
+) -> Result<(), InputError> {
+    if found == expected {
+        Ok(())
+    } else {
+        Err(InputError::Shape {
+            what: what.into(),
+            expected: vec![expected.0, expected.1],
+            found: vec![found.0, found.1],
+        })
+    }
+}
+
+/// [`check_shape`] for any number of rows and `cols` columns.
+pub fn check_cols(what: &str, found: (usize, usize), cols: usize) -> Result<(), InputError> {
+    check_shape(what, found, (found.0, cols))
+}
+
+/// The downsample stage's input check: `[N, hidden_size]` with N a multiple of the merge unit.
+pub fn check_downsample_input(cfg: &VisionConfig, found: (usize, usize)) -> Result<(), InputError> {
+    check_cols("downsample input", found, cfg.hidden_size)?;
+    let unit = cfg.merge_unit();
+    if found.0.is_multiple_of(unit) {
+        Ok(())
+    } else {
+        Err(InputError::Shape {
+            what: format!("downsample input (rows must be a multiple of {unit})"),
+            expected: vec![found.0.div_ceil(unit) * unit, cfg.hidden_size],
+            found: vec![found.0, found.1],
+        })
+    }
+}
+
 /// Checks a grid list against the config: non-empty, positive, h and w multiples of the merge
 /// size. Returns the total patch count (sum of t*h*w).
 pub fn validate_grids(cfg: &VisionConfig, grid_thw: &[Grid]) -> Result<usize, InputError> {
