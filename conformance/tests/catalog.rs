@@ -81,27 +81,12 @@ fn peak_during<R>(f: impl FnOnce() -> R) -> (R, usize) {
 // ---------------------------------------------------------------------------------------------
 // Hand-made PNGs (stored deflate blocks), so tests can write any header and cut anywhere.
 
-fn crc32(bytes: &[u8]) -> u32 {
-    let mut c = !0u32;
-    for &b in bytes {
-        c ^= b as u32;
-        for _ in 0..8 {
-            c = if c & 1 != 0 {
-                0xedb8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
-        }
-    }
-    !c
-}
-
 fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
     out.extend((data.len() as u32).to_be_bytes());
     let mut body = kind.to_vec();
     body.extend(data);
     out.extend(&body);
-    out.extend(crc32(&body).to_be_bytes());
+    out.extend(crc32fast::hash(&body).to_be_bytes());
 }
 
 fn zlib_stored(data: &[u8]) -> Vec<u8> {

@@ -54,53 +54,16 @@ fn tiny() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../reference/tests/data/tiny")
 }
 
-// Minimal PNG writer (stored deflate), so the images go through the whole decode path.
-fn crc32(bytes: &[u8]) -> u32 {
-    let mut c = !0u32;
-    for &b in bytes {
-        c ^= b as u32;
-        for _ in 0..8 {
-            c = if c & 1 != 0 {
-                0xedb8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
-        }
-    }
-    !c
-}
-
+/// An 8-bit RGB PNG (the png crate's encoder), so the images go through the whole decode path.
 fn png_rgb(w: u32, h: u32, pixels: &[u8]) -> Vec<u8> {
-    let mut raw = Vec::new();
-    for row in pixels.chunks(w as usize * 3) {
-        raw.push(0);
-        raw.extend(row);
-    }
-    let mut z = vec![0x78, 0x01];
-    let blocks: Vec<&[u8]> = raw.chunks(65_535).collect();
-    for (i, b) in blocks.iter().enumerate() {
-        z.push((i + 1 == blocks.len()) as u8);
-        z.extend((b.len() as u16).to_le_bytes());
-        z.extend((!(b.len() as u16)).to_le_bytes());
-        z.extend(*b);
-    }
-    let (mut a, mut s) = (1u32, 0u32);
-    for &x in &raw {
-        a = (a + x as u32) % 65_521;
-        s = (s + a) % 65_521;
-    }
-    z.extend(((s << 16) | a).to_be_bytes());
-    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
-    let mut ihdr = w.to_be_bytes().to_vec();
-    ihdr.extend(h.to_be_bytes());
-    ihdr.extend([8, 2, 0, 0, 0]);
-    for (kind, data) in [(&b"IHDR"[..], &ihdr[..]), (b"IDAT", &z), (b"IEND", &[])] {
-        out.extend((data.len() as u32).to_be_bytes());
-        let mut body = kind.to_vec();
-        body.extend(data);
-        out.extend(&body);
-        out.extend(crc32(&body).to_be_bytes());
-    }
+    let mut out = Vec::new();
+    let mut enc = png::Encoder::new(&mut out, w, h);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    enc.write_header()
+        .unwrap()
+        .write_image_data(pixels)
+        .unwrap();
     out
 }
 
