@@ -29,10 +29,18 @@ __device__ __forceinline__ unsigned short f2h(float f) {
 typedef bf16_t act_t;
 __device__ __forceinline__ float act_ld(const act_t* p, long long i) { return bf2f(p[i]); }
 __device__ __forceinline__ void act_st(act_t* p, long long i, float v) { p[i] = f2bf(v); }
+// Four consecutive values in one 8-byte store (i a multiple of 4).
+__device__ __forceinline__ void act_st4(act_t* p, long long i, float4 v) {
+    uint2 w;
+    w.x = (unsigned)f2bf(v.x) | ((unsigned)f2bf(v.y) << 16);
+    w.y = (unsigned)f2bf(v.z) | ((unsigned)f2bf(v.w) << 16);
+    *(uint2*)(p + i) = w;
+}
 #else
 typedef float act_t;
 __device__ __forceinline__ float act_ld(const act_t* p, long long i) { return p[i]; }
 __device__ __forceinline__ void act_st(act_t* p, long long i, float v) { p[i] = v; }
+__device__ __forceinline__ void act_st4(act_t* p, long long i, float4 v) { *(float4*)(p + i) = v; }
 #endif
 
 // Sum over a block of blockDim.x threads (a multiple of 32, at most 1024). Every thread gets it.

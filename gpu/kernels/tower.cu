@@ -3,9 +3,23 @@
 
 // Row kernels: one warp per row, ROW_WARPS rows a block; lane l owns columns l, l+32, ...
 // (coalesced) and sums its squares in that order, then a butterfly over the warp: no block
-// barriers. rms_norm and bias_residual_rms use the same order, so the fused and the separate
-// paths give the same bits.
+// barriers. When cols is a multiple of 128 (the model's 1024), lane l owns the 16-byte chunks
+// l, l+32, ... instead (columns 4l..4l+3, then 128 further on) and sums x, y, z, w of each in
+// turn. rms_norm and bias_residual_rms use the same order, so the fused and the separate paths
+// give the same bits.
 #define ROW_WARPS 8
+#define ROW_VEC(cols) (((cols) & 127) == 0)
+
+__device__ __forceinline__ float sq4(float s, float4 v) {
+    s += v.x * v.x;
+    s += v.y * v.y;
+    s += v.z * v.z;
+    s += v.w * v.w;
+    return s;
+}
+__device__ __forceinline__ float4 scale4(float4 w, float4 x, float r) {
+    return make_float4(w.x * (x.x * r), w.y * (x.y * r), w.z * (x.z * r), w.w * (x.w * r));
+}
 
 // y[r, :] = w * (x * rsqrt(mean(x^2) + eps)), any cols (x is read twice; the second read hits cache).
 extern "C" __global__ void __launch_bounds__(ROW_WARPS * 32)
@@ -16,6 +30,16 @@ rms_norm(const float* __restrict__ x, const float* __restrict__ w, act_t* __rest
     if (row >= rows) return;
     const float* xr = x + row * cols;
     float s = 0.0f;
+    if (ROW_VEC(cols)) {
+        const float4* x4 = (const float4*)xr;
+        const int n4 = cols >> 2;
+        for (int c = lane; c < n4; c += 32) s = sq4(s, x4[c]);
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        const float r = 1.0f / sqrtf(s / (float)cols + eps);
+        for (int c = lane; c < n4; c += 32)
+            act_st4(y, row * cols + 4 * c, scale4(((const float4*)w)[c], x4[c], r));
+        return;
+    }
     for (int c = lane; c < cols; c += 32) {
         const float v = xr[c];
         s += v * v;
@@ -62,8 +86,47 @@ bias_residual_rms(float* __restrict__ h, const float* __restrict__ b, float* __r
     const long long row = (long long)blockIdx.x * ROW_WARPS + (threadIdx.x >> 5);
     if (row >= rows) return;
     const long long base = row * cols;
-    float xv[RES_MAXV];
     float s = 0.0f;
+    if (ROW_VEC(cols)) {
+        float4 xv4[RES_MAXV / 4];
+        float4* h4 = (float4*)(h + base);
+        float4* x4 = (float4*)(x + base);
+        const float4* b4 = (const float4*)b;
+        const int n4 = cols >> 2;
+#pragma unroll
+        for (int i = 0; i < RES_MAXV / 4; ++i) {
+            const int c = lane + 32 * i;
+            xv4[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (c < n4) {
+                float4 v = h4[c];
+                if (b) {
+                    const float4 bb = b4[c];
+                    v.x += bb.x;
+                    v.y += bb.y;
+                    v.z += bb.z;
+                    v.w += bb.w;
+                    if (keep_h) h4[c] = v;
+                }
+                float4 xn = x4[c];
+                xn.x += v.x;
+                xn.y += v.y;
+                xn.z += v.z;
+                xn.w += v.w;
+                x4[c] = xn;
+                xv4[i] = xn;
+                s = sq4(s, xn);
+            }
+        }
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        const float r = 1.0f / sqrtf(s / (float)cols + eps);
+#pragma unroll
+        for (int i = 0; i < RES_MAXV / 4; ++i) {
+            const int c = lane + 32 * i;
+            if (c < n4) act_st4(y, base + 4 * c, scale4(((const float4*)w)[c], xv4[i], r));
+        }
+        return;
+    }
+    float xv[RES_MAXV];
 #pragma unroll
     for (int i = 0; i < RES_MAXV; ++i) {
         const int c = lane + 32 * i;
@@ -96,6 +159,17 @@ extern "C" __global__ void cast_act(const float* __restrict__ x, act_t* __restri
         act_st(y, i, x[i]);
 }
 
+// IEEE half (raw bits) -> bf16: cuDNN's attention output when its inputs were half.
+extern "C" __global__ void half_to_bf16(const unsigned short* __restrict__ x, bf16_t* __restrict__ y,
+                                        long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        float f;
+        asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(x[i]));
+        y[i] = f2bf(f);
+    }
+}
+
 // The clamped SwiGLU over a fused [rows, 2W] gate|up product (bias b [2W] or null):
 // out = silu(min(g, L)) * clamp(u, -L, L). NaN propagates as in torch.
 __device__ __forceinline__ float swiglu1(float g, float u, float limit) {
@@ -120,11 +194,9 @@ extern "C" __global__ void swiglu(const float* __restrict__ gu, const float* __r
                 g.x += bg.x; g.y += bg.y; g.z += bg.z; g.w += bg.w;
                 u.x += bu.x; u.y += bu.y; u.z += bu.z; u.w += bu.w;
             }
-            const long long o = r * width + j;
-            act_st(out, o, swiglu1(g.x, u.x, limit));
-            act_st(out, o + 1, swiglu1(g.y, u.y, limit));
-            act_st(out, o + 2, swiglu1(g.z, u.z, limit));
-            act_st(out, o + 3, swiglu1(g.w, u.w, limit));
+            act_st4(out, r * width + j,
+                    make_float4(swiglu1(g.x, u.x, limit), swiglu1(g.y, u.y, limit),
+                                swiglu1(g.z, u.z, limit), swiglu1(g.w, u.w, limit)));
         } else {
             float g = gr[j], u = gr[width + j];
             if (b) {
