@@ -401,6 +401,11 @@ fn run() -> Res<bool> {
                     );
                 }
             }
+            for (_, gpu) in &gpus {
+                for line in gpu.attention_log() {
+                    println!("  cuDNN attention plan: {line}");
+                }
+            }
         }
     }
     println!("RESULT: {}", if ok { "PASS" } else { "FAIL" });

@@ -16,17 +16,21 @@ pub const TOWER_CU: &str = include_str!("../kernels/tower.cu");
 pub const ATTENTION_CU: &str = include_str!("../kernels/attention.cu");
 
 /// Kernel entry points of the module.
-const KERNELS: [&str; 9] = [
+const KERNELS: [&str; 10] = [
     "rms_norm",
     "add_bias",
     "bias_residual",
     "bias_residual_rms",
     "cast_act",
+    "half_to_bf16",
     "swiglu",
     "layer_norm_gelu",
     "qk_norm_rope",
     "attention",
 ];
+
+/// Default shortest segment for cuDNN's attention (GLM5V_GPU_CUDNN_MIN_LEN overrides).
+pub const CUDNN_MIN_LEN: usize = 1024;
 
 /// What [`device_available`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -245,6 +249,14 @@ pub struct DBuf {
 
 /// The opened device with its compiled kernels.
 pub struct Dev {
+    /// cuDNN's fused attention, when loaded (declared first: dropped before the context).
+    pub cudnn: Option<crate::cudnn::Cudnn>,
+    /// Why cuDNN is not in use (`None` when it is).
+    pub cudnn_note: Option<String>,
+    /// Shortest segment sent to cuDNN (shorter ones run better on our kernels); 1 when forced.
+    pub cudnn_min_len: usize,
+    /// GLM5V_GPU_ATTENTION=cudnn: every attention through cuDNN, failures are errors.
+    pub cudnn_forced: bool,
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
     pub blas: CudaBlas,
@@ -342,7 +354,41 @@ impl Dev {
             )
             .map_err(|e| GpuError::cuda("cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)", e))?
             .max(1) as usize;
+        // cuDNN's fused attention: bf16 build and head dims it takes. GLM5V_GPU_ATTENTION=cudnn
+        // forces it (an error when it cannot load); scalar|mma|mma_w4 leave it out.
+        let cudnn_forced = choice == "cudnn";
+        let (cudnn, cudnn_note) = if !bf16 || !head_dim.is_multiple_of(8) || head_dim > 128 {
+            (
+                None,
+                Some(format!(
+                    "not used for this build (bf16 {bf16}, head_dim {head_dim})"
+                )),
+            )
+        } else if matches!(choice.as_str(), "scalar" | "mma" | "mma_w4") {
+            (
+                None,
+                Some(format!("not used: GLM5V_GPU_ATTENTION={choice}")),
+            )
+        } else {
+            match crate::cudnn::Cudnn::open(stream.clone()) {
+                Ok(c) => (Some(c), None),
+                Err(e) if cudnn_forced => return Err(e),
+                Err(e) => (None, Some(e.to_string())),
+            }
+        };
+        let cudnn_min_len = if cudnn_forced {
+            1
+        } else {
+            std::env::var("GLM5V_GPU_CUDNN_MIN_LEN")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(CUDNN_MIN_LEN)
+        };
         Ok(Self {
+            cudnn,
+            cudnn_note,
+            cudnn_min_len,
+            cudnn_forced,
             ctx,
             stream,
             blas,

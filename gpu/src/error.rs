@@ -30,6 +30,9 @@ pub enum GpuError {
     /// A cuBLAS call failed.
     #[error("cuBLAS error in {op}: {message}")]
     Blas { op: String, message: String },
+    /// A cuDNN call failed (its fused attention is optional: see docs/GPU.md).
+    #[error("cuDNN error in {op}: {message}")]
+    Cudnn { op: String, message: String },
     /// NVRTC refused a kernel source.
     #[error("NVRTC could not compile the kernels ({arch}): {log}")]
     Compile { arch: String, log: String },

@@ -9,6 +9,7 @@
 //! Kernels are `.cu` files in `kernels/`, compiled at run time by NVRTC for the device's
 //! architecture and cached per process; GEMMs go through cuBLAS (bf16 in, f32 accumulate; f32
 //! with pedantic math, i.e. no TF32, in the parity mode).
+pub mod cudnn;
 pub mod device;
 pub mod error;
 pub mod tower;

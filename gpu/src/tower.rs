@@ -132,6 +132,13 @@ struct Geo {
     sin: DBuf,
     tiles: DBuf,
     ntiles: usize,
+    /// Runs of consecutive equal-length segments (one cuDNN call each).
+    runs: Vec<Run>,
+    /// Attention through cuDNN (every run has a plan); else our kernels over `tiles`.
+    dnn: bool,
+    /// cuDNN's workspace (when its plans ask for one) and its half output [N, D].
+    dnn_ws: Option<DBuf>,
+    dnn_out: Option<DBuf>,
     host_cos_sin: Option<(Array2<f32>, Array2<f32>)>,
 }
 
@@ -161,6 +168,34 @@ fn wants(taps: &Option<&mut dyn TapSink>, name: &str) -> bool {
 const ATT_BQ: usize = 64;
 /// Queries per block of the tensor-core kernels (`MMA_BQ` of kernels/attention.cu).
 const MMA_BQ: usize = 128;
+
+/// Consecutive segments of one length: tokens `start..start + batch * len`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Run {
+    start: usize,
+    batch: usize,
+    len: usize,
+}
+
+/// The runs of equal-length consecutive segments of `cu` (empty segments are skipped).
+fn runs_of(cu: &[usize]) -> Vec<Run> {
+    let mut runs: Vec<Run> = Vec::new();
+    for seg in cu.windows(2) {
+        let (s0, len) = (seg[0], seg[1] - seg[0]);
+        if len == 0 {
+            continue;
+        }
+        match runs.last_mut() {
+            Some(r) if r.len == len && r.start + r.batch * r.len == s0 => r.batch += 1,
+            _ => runs.push(Run {
+                start: s0,
+                batch: 1,
+                len,
+            }),
+        }
+    }
+    runs
+}
 
 /// Query tiles of the attention kernels: (segment start, segment end, first query, end query),
 /// at most `bq` queries each, never crossing a segment.
@@ -334,7 +369,27 @@ impl GpuTower {
                 .expect("contiguous")
                 .to_vec()
         };
+        let runs = runs_of(cu);
+        let dnn_ws_bytes = self.cudnn_plans(&runs, n)?;
+        let dnn = dnn_ws_bytes.is_some();
+        let dnn_ws = match dnn_ws_bytes {
+            Some(b) if b > 0 => Some(self.dev.alloc("cuDNN attention workspace", b, Dt::I32)?),
+            _ => None,
+        };
+        let dnn_out = if dnn && self.w.blocks.iter().any(|b| self.attn_half(b)) {
+            Some(self.dev.alloc(
+                "cuDNN attention output [N, D] half",
+                n * self.cfg.hidden_size,
+                Dt::Bf16,
+            )?)
+        } else {
+            None
+        };
         Ok(Geo {
+            runs,
+            dnn,
+            dnn_ws,
+            dnn_out,
             n,
             cos: self.dev.upload_f32("rope cos", &cs(cos), Dt::F32)?,
             sin: self.dev.upload_f32("rope sin", &cs(sin), Dt::F32)?,
@@ -345,6 +400,83 @@ impl GpuTower {
             } else {
                 None
             },
+        })
+    }
+
+    /// Whether block `b` feeds the attention IEEE half (see [`attention_input_bound`]): only
+    /// when a kernel that reads half is loaded.
+    fn attn_half(&self, b: &BlockW) -> bool {
+        b.attn_f16 && (self.dev.has("attention_mma_f16") || self.dev.has("attention_mma_w4_f16"))
+    }
+
+    /// When every run of `runs` goes to cuDNN: builds (or finds) its plans for the input types
+    /// the blocks use and returns the largest workspace in bytes; `None` when our kernels run
+    /// instead (no cuDNN, a segment shorter than the threshold, or no plan, which is an error
+    /// only when cuDNN was forced).
+    fn cudnn_plans(&self, runs: &[Run], n: usize) -> Result<Option<usize>, GpuError> {
+        let Some(c) = &self.dev.cudnn else {
+            return Ok(None);
+        };
+        if runs.is_empty() || runs.iter().any(|r| r.len < self.dev.cudnn_min_len) {
+            return Ok(None);
+        }
+        let mut halves: Vec<bool> = self.w.blocks.iter().map(|b| self.attn_half(b)).collect();
+        halves.sort_unstable();
+        halves.dedup();
+        let mut ws = 0usize;
+        for r in runs {
+            for &half in &halves {
+                match c.prepare(self.sdpa_shape(r, n, half)) {
+                    Ok((bytes, _engine)) => ws = ws.max(bytes),
+                    Err(e) if self.dev.cudnn_forced => return Err(e),
+                    Err(e) => {
+                        static ONCE: std::sync::Once = std::sync::Once::new();
+                        ONCE.call_once(|| {
+                            eprintln!(
+                                "glm5v: cuDNN attention has no plan for {} segments of {} tokens ({e}); \
+                                 using the built-in kernels",
+                                r.batch, r.len
+                            )
+                        });
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        Ok(Some(ws))
+    }
+
+    fn sdpa_shape(&self, r: &Run, n: usize, half: bool) -> crate::cudnn::SdpaShape {
+        crate::cudnn::SdpaShape {
+            batch: r.batch,
+            len: r.len,
+            n,
+            heads: self.cfg.num_heads,
+            head_dim: self.cfg.head_dim(),
+            half,
+        }
+    }
+
+    /// cuDNN's planning log (shape, engine, timed candidates), empty without cuDNN.
+    pub fn attention_log(&self) -> Vec<String> {
+        self.dev.cudnn.as_ref().map_or_else(Vec::new, |c| c.log())
+    }
+
+    /// Which attention runs for `grid_thw` (cuDNN or the built-in kernels), for reports.
+    pub fn attention_engine(&self, grid_thw: &[Grid]) -> Result<String, GpuError> {
+        let cu = geometry::cu_seqlens(grid_thw);
+        let runs = runs_of(&cu);
+        let n = *cu.last().unwrap_or(&0);
+        Ok(match (self.cudnn_plans(&runs, n)?, &self.dev.cudnn) {
+            (Some(_), Some(c)) => format!("cudnn {}", c.version),
+            _ => {
+                let tiles = tiles_of(&cu, MMA_BQ).len() / 4;
+                let (k, _) = self.dev.attention_kernel(tiles * self.cfg.num_heads, true);
+                match &self.dev.cudnn_note {
+                    Some(why) => format!("{k} (cuDNN: {why})"),
+                    None => k.to_string(),
+                }
+            }
         })
     }
 
@@ -602,8 +734,12 @@ impl GpuTower {
         let (ni, hi, eps) = (n as i32, heads as i32, cfg.rms_norm_eps as f32);
         let blocks_att = geo.ntiles * heads;
         let (att_kernel, att_threads) = dev.attention_kernel(blocks_att, w.attn_f16);
-        // half q/k/v only for the tensor-core kernels that read them so
-        let f16 = att_kernel.ends_with("_f16") as i32;
+        // half q/k/v only for the tensor-core kernels (or cuDNN) that read them so
+        let f16 = if geo.dnn {
+            self.attn_half(w) as i32
+        } else {
+            att_kernel.ends_with("_f16") as i32
+        };
         // One warp per (token, head), 4 warps a block, grid-stride.
         let qkr_blocks = (n * heads).div_ceil(4).clamp(1, 132 * 64);
         dev.launch(
@@ -649,7 +785,9 @@ impl GpuTower {
             )?;
         }
         let scale_log2 = ((hd as f64).powf(-0.5) * std::f64::consts::LOG2_E) as f32;
-        if geo.ntiles > 0 {
+        if geo.dnn {
+            self.attention_cudnn(&ws.q, &ws.k, &ws.v, &ws.att, geo, f16 != 0)?;
+        } else if geo.ntiles > 0 {
             if geo.ntiles > i32::MAX as usize || heads > 65535 {
                 return Err(GpuError::Unsupported(format!(
                     "{} attention tiles x {heads} heads",
@@ -792,6 +930,54 @@ impl GpuTower {
     }
 
     /// The whole forward on device-resident pixels `px` (f32 [N, patch_dim]); returns the
+    /// The attention through cuDNN, one call per run of equal segments; q, k, v head-major
+    /// [H, N, hd] (half when `half`, else bf16), the output bf16 [N, D] in `att` (cuDNN writes
+    /// half into `geo.dnn_out` first when the inputs are half).
+    fn attention_cudnn(
+        &self,
+        q: &DBuf,
+        k: &DBuf,
+        v: &DBuf,
+        att: &DBuf,
+        geo: &Geo,
+        half: bool,
+    ) -> Result<(), GpuError> {
+        let dev = &self.dev;
+        let c = dev.cudnn.as_ref().expect("geo.dnn implies a cuDNN handle");
+        let (n, d, hd) = (geo.n, self.cfg.hidden_size, self.cfg.head_dim());
+        let out = if half {
+            geo.dnn_out
+                .as_ref()
+                .expect("allocated with geo.dnn for half blocks")
+        } else {
+            att
+        };
+        let ws = geo.dnn_ws.as_ref().map_or(0, |b| b.ptr);
+        // Every element is 2 bytes (bf16 or half).
+        for r in &geo.runs {
+            let (qo, oo) = ((r.start * hd * 2) as u64, (r.start * d * 2) as u64);
+            c.run(
+                self.sdpa_shape(r, n, half),
+                q.ptr + qo,
+                k.ptr + qo,
+                v.ptr + qo,
+                out.ptr + oo,
+                ws,
+            )?;
+        }
+        if half {
+            let total = (n * d) as i64;
+            let blocks = (n * d).div_ceil(256).clamp(1, 132 * 32) as u32;
+            dev.launch(
+                "half_to_bf16",
+                (blocks, 1, 1),
+                256,
+                &[arg(out.ptr), arg(att.ptr), arg(total)],
+            )?;
+        }
+        Ok(())
+    }
+
     /// embeddings on the device (f32 [G, O]). No host round trip unless a tap is wanted.
     fn forward_dev(&self, px: &DBuf, geo: &Geo, taps: Taps<'_, '_>) -> Result<DBuf, GpuError> {
         let cfg = &self.cfg;
@@ -1063,6 +1249,17 @@ mod tests {
             down_w: Array2::zeros((d, 4)),
             down_b: None,
         }
+    }
+
+    #[test]
+    fn runs_of_groups_consecutive_equal_segments() {
+        let r = |start, batch, len| Run { start, batch, len };
+        assert_eq!(
+            runs_of(&[0, 4, 8, 12, 15, 15, 18, 22]),
+            vec![r(0, 3, 4), r(12, 2, 3), r(18, 1, 4)]
+        );
+        assert_eq!(runs_of(&[0]), vec![]);
+        assert_eq!(runs_of(&[0, 0, 5]), vec![r(0, 1, 5)]);
     }
 
     #[test]

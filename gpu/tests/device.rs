@@ -191,3 +191,55 @@ fn gpu_matches_reference() {
         );
     }
 }
+
+/// cuDNN's fused attention (taken for segments of >= 1024 tokens when libcudnn loads) against the
+/// CPU reference: two runs of equal segments (four of 1024 tokens: two images and a two-frame
+/// video; then one of 1536).
+#[test]
+fn cudnn_attention_matches_reference() {
+    if device_available().is_err() {
+        println!("skipped: no CUDA device");
+        return;
+    }
+    if !glm5v_gpu::cudnn::available() {
+        println!("skipped: libcudnn not found (put its directory on LD_LIBRARY_PATH)");
+        return;
+    }
+    let cfg = small_cfg();
+    let seed: u64 = rand::rng().random();
+    println!("seed {seed}");
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let weights = random_weights(&cfg, &mut rng);
+    let grids = [[1, 32, 32], [1, 32, 32], [2, 32, 32], [1, 32, 48]];
+    let n: usize = grids.iter().map(|g| g[0] * g[1] * g[2]).sum();
+    let px = Array2::from_shape_fn((n, cfg.patch_dim()), |_| rng.random_range(-1.8f32..2.1));
+    let cpu = CpuTower::new(weights.clone());
+    let mut want = TapMap::new(TapFilter::all());
+    cpu.forward(px.view(), &grids, Some(&mut want)).unwrap();
+    let gpu = GpuTower::from_weights(
+        &weights,
+        GpuOptions {
+            precision: Precision::Bf16,
+        },
+    )
+    .unwrap();
+    let engine = gpu.attention_engine(&grids).unwrap();
+    println!("attention: {engine}");
+    assert!(engine.starts_with("cudnn"), "cuDNN not taken: {engine}");
+    let mut got = TapMap::new(TapFilter::all());
+    gpu.forward(px.view(), &grids, Some(&mut got)).unwrap();
+    for line in gpu.attention_log() {
+        println!("plan: {line}");
+    }
+    let mut worst = 0.0f64;
+    for (name, w) in &want.taps {
+        let g = got
+            .get(name)
+            .unwrap_or_else(|| panic!("GPU has no tap {name}"));
+        let e = rel_l2(&g.data, &w.data);
+        println!("bf16 {name:<32} {e:.3e}");
+        assert!(e.is_finite());
+        worst = worst.max(e);
+    }
+    assert!(worst <= 3e-2, "cuDNN bf16: worst tap {worst:e} > 3e-2");
+}

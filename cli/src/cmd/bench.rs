@@ -606,8 +606,11 @@ fn bench_gpu(args: &Args) -> anyhow::Result<()> {
         let mut noise = Noise(args.seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ (k as u64 + 1));
         let px = Array2::from_shape_simple_fn((n, cfg.patch_dim()), || noise.normalish());
         let warmup = if n > 20_000 { 1 } else { 3 };
+        let engine = tower
+            .attention_engine(&case.grids)
+            .unwrap_or_else(|e| format!("? ({e})"));
         eprintln!(
-            "glm5v: ours: case {} ({} image(s), {n} patches), {warmup} warm-up(s), {} timed",
+            "glm5v: ours: case {} ({} image(s), {n} patches), {warmup} warm-up(s), {} timed, attention {engine}",
             case.name, case.images, args.reps
         );
         let r = tower
@@ -619,6 +622,9 @@ fn bench_gpu(args: &Args) -> anyhow::Result<()> {
         ours.push(r);
         let grids: Vec<i64> = case.grids.iter().flatten().map(|&x| x as i64).collect();
         inputs.push((px, grids));
+    }
+    for line in tower.attention_log() {
+        eprintln!("glm5v: cuDNN attention plan: {line}");
     }
     drop(tower); // the device memory goes back before upstream runs
 

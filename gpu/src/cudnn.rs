@@ -1,0 +1,560 @@
+//! cuDNN's fused attention (the backend API's `SDPA_FWD` operation: one flash-style kernel per
+//! call, Hopper-tuned by NVIDIA) behind the same contract as our own kernels: q, k, v head-major
+//! `[heads, n, hd]`, the output token-major `[n, heads * hd]`, one call per run of consecutive
+//! equal-length segments (the run's segments are the batch dimension; no mask is needed since
+//! every segment attends to itself only).
+//!
+//! cuDNN is optional: it is loaded at run time (cudarc's dynamic loading) and used only when the
+//! library is present and builds a plan; otherwise the tower keeps its own kernels. Plans are built
+//! once per shape (segment count, segment length, token count, input type) and cached.
+
+use crate::error::GpuError;
+use cudarc::cudnn::sys as dnn;
+use cudarc::driver::CudaStream;
+use dnn::cudnnBackendAttributeName_t as A;
+use dnn::cudnnBackendAttributeType_t as T;
+use dnn::cudnnBackendDescriptorType_t as D;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+
+/// Tensor ids of the graph (the variant pack binds pointers to them).
+const UID_Q: i64 = 1;
+const UID_K: i64 = 2;
+const UID_V: i64 = 3;
+const UID_O: i64 = 4;
+const UID_SCALE: i64 = 5;
+
+/// Whether libcudnn can be loaded (no panic when it cannot).
+pub fn available() -> bool {
+    // SAFETY: only tries to dlopen the library.
+    unsafe { dnn::is_culib_present() }
+}
+
+fn check(op: &str, s: dnn::cudnnStatus_t) -> Result<(), GpuError> {
+    if s == dnn::cudnnStatus_t::CUDNN_STATUS_SUCCESS {
+        Ok(())
+    } else {
+        Err(GpuError::Cudnn {
+            op: op.to_string(),
+            message: format!("{s:?}"),
+        })
+    }
+}
+
+/// An owned backend descriptor (destroyed on drop).
+struct Desc(dnn::cudnnBackendDescriptor_t);
+
+impl Desc {
+    fn new(kind: D) -> Result<Self, GpuError> {
+        let mut d: dnn::cudnnBackendDescriptor_t = std::ptr::null_mut();
+        // SAFETY: out-pointer valid for the call.
+        check("cudnnBackendCreateDescriptor", unsafe {
+            dnn::cudnnBackendCreateDescriptor(kind, &mut d)
+        })?;
+        Ok(Desc(d))
+    }
+
+    /// Sets attribute `name` to `count` elements of `ty` read from `data`.
+    ///
+    /// # Safety
+    /// `data` points to `count` values of the C type that `ty` names.
+    unsafe fn set(&self, name: A, ty: T, count: i64, data: *const c_void) -> Result<(), GpuError> {
+        // SAFETY: forwarded to the caller.
+        check(&format!("cudnnBackendSetAttribute({name:?})"), unsafe {
+            dnn::cudnnBackendSetAttribute(self.0, name, ty, count, data)
+        })
+    }
+
+    fn set_i64s(&self, name: A, v: &[i64]) -> Result<(), GpuError> {
+        // SAFETY: v.len() i64 values.
+        unsafe { self.set(name, T::CUDNN_TYPE_INT64, v.len() as i64, v.as_ptr().cast()) }
+    }
+
+    fn set_desc(&self, name: A, d: &Desc) -> Result<(), GpuError> {
+        // SAFETY: one descriptor handle.
+        unsafe {
+            self.set(
+                name,
+                T::CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                1,
+                (&d.0 as *const dnn::cudnnBackendDescriptor_t).cast(),
+            )
+        }
+    }
+
+    fn set_handle(&self, name: A, h: dnn::cudnnHandle_t) -> Result<(), GpuError> {
+        // SAFETY: one handle.
+        unsafe {
+            self.set(
+                name,
+                T::CUDNN_TYPE_HANDLE,
+                1,
+                (&h as *const dnn::cudnnHandle_t).cast(),
+            )
+        }
+    }
+
+    fn finalize(&self, what: &str) -> Result<(), GpuError> {
+        // SAFETY: a live descriptor.
+        check(&format!("cudnnBackendFinalize({what})"), unsafe {
+            dnn::cudnnBackendFinalize(self.0)
+        })
+    }
+}
+
+// SAFETY: a backend descriptor is a heap object owned by this value; it is mutated only while a
+// plan is built (under the plan cache's mutex) and only read after it is finalized.
+unsafe impl Send for Desc {}
+unsafe impl Sync for Desc {}
+
+impl Drop for Desc {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: created by cudnnBackendCreateDescriptor, destroyed once.
+            unsafe { dnn::cudnnBackendDestroyDescriptor(self.0) };
+        }
+    }
+}
+
+/// A 4-d tensor [b, h, s, d] with the given strides.
+fn tensor(
+    uid: i64,
+    dims: [i64; 4],
+    strides: [i64; 4],
+    ty: dnn::cudnnDataType_t,
+    by_value: bool,
+) -> Result<Desc, GpuError> {
+    let t = Desc::new(D::CUDNN_BACKEND_TENSOR_DESCRIPTOR)?;
+    // SAFETY: each attribute gets one value of its C type.
+    unsafe {
+        t.set(
+            A::CUDNN_ATTR_TENSOR_DATA_TYPE,
+            T::CUDNN_TYPE_DATA_TYPE,
+            1,
+            (&ty as *const dnn::cudnnDataType_t).cast(),
+        )?;
+        if by_value {
+            let yes = true;
+            t.set(
+                A::CUDNN_ATTR_TENSOR_IS_BY_VALUE,
+                T::CUDNN_TYPE_BOOLEAN,
+                1,
+                (&yes as *const bool).cast(),
+            )?;
+        }
+    }
+    t.set_i64s(A::CUDNN_ATTR_TENSOR_DIMENSIONS, &dims)?;
+    t.set_i64s(A::CUDNN_ATTR_TENSOR_STRIDES, &strides)?;
+    t.set_i64s(A::CUDNN_ATTR_TENSOR_UNIQUE_ID, &[uid])?;
+    t.set_i64s(A::CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, &[16])?;
+    t.finalize("tensor")?;
+    Ok(t)
+}
+
+/// The shape a plan is built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SdpaShape {
+    /// Segments in the run (the batch dimension).
+    pub batch: usize,
+    /// Tokens per segment.
+    pub len: usize,
+    /// Tokens of the whole packed sequence (the head stride of q, k, v is `n * hd`).
+    pub n: usize,
+    pub heads: usize,
+    pub head_dim: usize,
+    /// q, k, v, o in IEEE half (else bf16).
+    pub half: bool,
+}
+
+/// A finalized execution plan and what must outlive it.
+struct Plan {
+    plan: Desc,
+    _cfg: Desc,
+    _keep: Arc<[Desc; 8]>,
+    workspace: usize,
+    engine: i64,
+}
+
+/// One cuDNN handle on the tower's stream, with its plan cache.
+pub struct Cudnn {
+    handle: dnn::cudnnHandle_t,
+    stream: Arc<CudaStream>,
+    plans: Mutex<HashMap<SdpaShape, Arc<Plan>>>,
+    /// One line per plan built: the shape, the engine chosen and, when timed, every candidate.
+    log: Mutex<Vec<String>>,
+    pub version: usize,
+}
+
+/// Attention calls of at least this many FLOP choose their engine by timing every candidate
+/// (on the H200 the heuristics' second choice ran the 2016x3024 image's attention 4% faster than
+/// its first, while its first was best at 1008x1008); smaller ones take the heuristics' first.
+pub const TUNE_MIN_FLOP: f64 = 5e10;
+
+// SAFETY: the handle is used only under the tower's lock (one forward at a time) or, for the plan
+// cache, under its own mutex; cuDNN handles may move between threads.
+unsafe impl Send for Cudnn {}
+unsafe impl Sync for Cudnn {}
+
+impl Drop for Cudnn {
+    fn drop(&mut self) {
+        // Plans first: they reference the handle.
+        if let Ok(mut p) = self.plans.lock() {
+            p.clear();
+        }
+        // SAFETY: created by cudnnCreate, destroyed once.
+        unsafe { dnn::cudnnDestroy(self.handle) };
+    }
+}
+
+impl Cudnn {
+    /// A handle bound to `stream` (a `CUstream`), or an error naming what failed.
+    pub fn open(stream: Arc<CudaStream>) -> Result<Self, GpuError> {
+        if !available() {
+            return Err(GpuError::MissingLibrary {
+                library: "cuDNN (libcudnn)",
+            });
+        }
+        let mut handle: dnn::cudnnHandle_t = std::ptr::null_mut();
+        // SAFETY: out-pointer valid; the stream outlives the handle (both owned by the tower).
+        unsafe {
+            check("cudnnCreate", dnn::cudnnCreate(&mut handle))?;
+            if let Err(e) = check(
+                "cudnnSetStream",
+                dnn::cudnnSetStream(handle, stream.cu_stream() as dnn::cudaStream_t),
+            ) {
+                dnn::cudnnDestroy(handle);
+                return Err(e);
+            }
+        }
+        // SAFETY: a plain query.
+        let version = unsafe { dnn::cudnnGetVersion() };
+        Ok(Self {
+            handle,
+            stream,
+            plans: Mutex::new(HashMap::new()),
+            log: Mutex::new(Vec::new()),
+            version,
+        })
+    }
+
+    fn plan(&self, s: SdpaShape) -> Result<Arc<Plan>, GpuError> {
+        let mut cache = self.plans.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = cache.get(&s) {
+            return Ok(p.clone());
+        }
+        let t0 = std::time::Instant::now();
+        let mut cands = self.candidates(s)?;
+        let flop = 4.0 * (s.batch * s.heads * s.head_dim) as f64 * (s.len as f64).powi(2);
+        let tune = cands.len() > 1
+            && flop >= TUNE_MIN_FLOP
+            && std::env::var("GLM5V_CUDNN_TUNE").as_deref() != Ok("0");
+        let mut note = String::new();
+        let (pick, times) = if tune {
+            // A failed timing (say, no memory for the scratch buffers) costs only the choice.
+            match self.time_candidates(s, &cands) {
+                Ok(times) => {
+                    let best = (0..times.len())
+                        .min_by(|&a, &b| times[a].total_cmp(&times[b]))
+                        .unwrap_or(0);
+                    (best, times)
+                }
+                Err(e) => {
+                    note = format!(", not timed: {e}");
+                    (0, Vec::new())
+                }
+            }
+        } else {
+            (0, Vec::new())
+        };
+        let p = Arc::new(cands.swap_remove(pick));
+        let timed: Vec<String> = times.iter().map(|t| format!("{t:.3}")).collect();
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).push(format!(
+            "{} x {} tokens x {} heads ({}): engine {} (candidate {pick}{}{note}), planned in {:.2} s",
+            s.batch,
+            s.len,
+            s.heads,
+            if s.half { "half" } else { "bf16" },
+            p.engine,
+            if timed.is_empty() {
+                String::new()
+            } else {
+                format!(" of ms [{}]", timed.join(", "))
+            },
+            t0.elapsed().as_secs_f64()
+        ));
+        cache.insert(s, p.clone());
+        Ok(p)
+    }
+
+    /// What was planned so far (for reports).
+    pub fn log(&self) -> Vec<String> {
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Median-free quick timing: one warm-up and two timed runs of each candidate on zeroed
+    /// scratch buffers of the shape (the kernels' speed does not depend on the values).
+    fn time_candidates(&self, s: SdpaShape, cands: &[Plan]) -> Result<Vec<f64>, GpuError> {
+        let cuda = |op: &str| {
+            let op = op.to_string();
+            move |e: cudarc::driver::DriverError| GpuError::cuda(op, e)
+        };
+        let elems = s.n * s.heads * s.head_dim;
+        let mut bufs = Vec::new();
+        for _ in 0..4 {
+            bufs.push(
+                self.stream
+                    .alloc_zeros::<u16>(elems.max(1))
+                    .map_err(cuda("cuDNN tuning buffer"))?,
+            );
+        }
+        let ws_bytes = cands.iter().map(|p| p.workspace).max().unwrap_or(0);
+        let ws = self
+            .stream
+            .alloc_zeros::<u8>(ws_bytes.max(16))
+            .map_err(cuda("cuDNN tuning workspace"))?;
+        use cudarc::driver::DevicePtr;
+        let ptr = |b: &cudarc::driver::CudaSlice<u16>| b.device_ptr(&self.stream).0;
+        let (q, k, v, o) = (ptr(&bufs[0]), ptr(&bufs[1]), ptr(&bufs[2]), ptr(&bufs[3]));
+        let w = ws.device_ptr(&self.stream).0;
+        let ctx = self.stream.context();
+        let mut times = Vec::with_capacity(cands.len());
+        for p in cands {
+            self.execute(p, s, q, k, v, o, w)?;
+            // (cudarc's default event flags disable timing)
+            let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+            let e0 = ctx.new_event(flags).map_err(cuda("cuEventCreate"))?;
+            let e1 = ctx.new_event(flags).map_err(cuda("cuEventCreate"))?;
+            e0.record(&self.stream).map_err(cuda("cuEventRecord"))?;
+            for _ in 0..2 {
+                self.execute(p, s, q, k, v, o, w)?;
+            }
+            e1.record(&self.stream).map_err(cuda("cuEventRecord"))?;
+            let ms = e0.elapsed_ms(&e1).map_err(cuda("cuEventElapsedTime"))?;
+            times.push(ms as f64 / 2.0);
+        }
+        self.stream
+            .synchronize()
+            .map_err(cuda("cuDNN tuning (synchronize)"))?;
+        Ok(times)
+    }
+
+    /// Every execution plan cuDNN's heuristics offer for `s` that finalizes, best guess first.
+    fn candidates(&self, s: SdpaShape) -> Result<Vec<Plan>, GpuError> {
+        let (b, l, n, h, d) = (
+            s.batch as i64,
+            s.len as i64,
+            s.n as i64,
+            s.heads as i64,
+            s.head_dim as i64,
+        );
+        let ty = if s.half {
+            dnn::cudnnDataType_t::CUDNN_DATA_HALF
+        } else {
+            dnn::cudnnDataType_t::CUDNN_DATA_BFLOAT16
+        };
+        // q, k, v: [heads, n, hd] with the run's segments consecutive along n.
+        let qkv_strides = [l * d, n * d, d, 1];
+        // o: [n, heads * hd].
+        let o_strides = [l * h * d, d, h * d, 1];
+        let dims = [b, h, l, d];
+        let q = tensor(UID_Q, dims, qkv_strides, ty, false)?;
+        let k = tensor(UID_K, dims, qkv_strides, ty, false)?;
+        let v = tensor(UID_V, dims, qkv_strides, ty, false)?;
+        // The output has the inputs' type: a bf16 output with half inputs builds a plan on cuDNN
+        // 9 but writes wrong values (measured on the H200: relative L2 1.27 on a 72x72 image).
+        let o = tensor(UID_O, dims, o_strides, ty, false)?;
+        let scale = tensor(
+            UID_SCALE,
+            [1, 1, 1, 1],
+            [1, 1, 1, 1],
+            dnn::cudnnDataType_t::CUDNN_DATA_FLOAT,
+            true,
+        )?;
+        let op = Desc::new(D::CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR)?;
+        op.set_desc(A::CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, &q)?;
+        op.set_desc(A::CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, &k)?;
+        op.set_desc(A::CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, &v)?;
+        op.set_desc(A::CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, &o)?;
+        op.set_desc(A::CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, &scale)?;
+        op.finalize("SDPA_FWD operation")?;
+        let graph = Desc::new(D::CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)?;
+        graph.set_handle(A::CUDNN_ATTR_OPERATIONGRAPH_HANDLE, self.handle)?;
+        graph.set_desc(A::CUDNN_ATTR_OPERATIONGRAPH_OPS, &op)?;
+        graph.finalize("operation graph")?;
+        let heur = Desc::new(D::CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR)?;
+        heur.set_desc(A::CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, &graph)?;
+        let mode = dnn::cudnnBackendHeurMode_t::CUDNN_HEUR_MODE_A;
+        // SAFETY: one heuristics mode.
+        unsafe {
+            heur.set(
+                A::CUDNN_ATTR_ENGINEHEUR_MODE,
+                T::CUDNN_TYPE_HEUR_MODE,
+                1,
+                (&mode as *const dnn::cudnnBackendHeurMode_t).cast(),
+            )?;
+        }
+        heur.finalize("engine heuristics")?;
+        const MAX_CFGS: usize = 8;
+        let cfgs: Vec<Desc> = (0..MAX_CFGS)
+            .map(|_| Desc::new(D::CUDNN_BACKEND_ENGINECFG_DESCRIPTOR))
+            .collect::<Result<_, _>>()?;
+        let mut raw: Vec<dnn::cudnnBackendDescriptor_t> = cfgs.iter().map(|c| c.0).collect();
+        let mut got: i64 = 0;
+        // SAFETY: `raw` holds MAX_CFGS created engine-config descriptors to fill.
+        check("cudnnBackendGetAttribute(ENGINEHEUR_RESULTS)", unsafe {
+            dnn::cudnnBackendGetAttribute(
+                heur.0,
+                A::CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                T::CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                MAX_CFGS as i64,
+                &mut got,
+                raw.as_mut_ptr().cast(),
+            )
+        })?;
+        let mut last = GpuError::Cudnn {
+            op: "engine heuristics".into(),
+            message: format!("no engine configuration offered for {s:?}"),
+        };
+        let keep = Arc::new([q, k, v, o, scale, op, graph, heur]);
+        let mut plans = Vec::new();
+        for cfg in cfgs.into_iter().take(got.max(0) as usize) {
+            let plan = Desc::new(D::CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR)?;
+            plan.set_handle(A::CUDNN_ATTR_EXECUTION_PLAN_HANDLE, self.handle)?;
+            plan.set_desc(A::CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, &cfg)?;
+            if let Err(e) = plan.finalize("execution plan") {
+                last = e;
+                continue;
+            }
+            let mut ws: i64 = 0;
+            let mut cnt: i64 = 0;
+            // SAFETY: one i64 out-value.
+            check("cudnnBackendGetAttribute(WORKSPACE_SIZE)", unsafe {
+                dnn::cudnnBackendGetAttribute(
+                    plan.0,
+                    A::CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                    T::CUDNN_TYPE_INT64,
+                    1,
+                    &mut cnt,
+                    (&mut ws as *mut i64).cast(),
+                )
+            })?;
+            let engine = engine_index(&cfg).unwrap_or(-1);
+            plans.push(Plan {
+                plan,
+                _cfg: cfg,
+                _keep: keep.clone(),
+                workspace: ws.max(0) as usize,
+                engine,
+            });
+        }
+        if plans.is_empty() {
+            Err(last)
+        } else {
+            Ok(plans)
+        }
+    }
+
+    /// Whether a plan can be built for `s` (builds and caches it); the error says why not.
+    pub fn prepare(&self, s: SdpaShape) -> Result<(usize, i64), GpuError> {
+        let p = self.plan(s)?;
+        Ok((p.workspace, p.engine))
+    }
+
+    /// Runs the attention of shape `s`: `q`, `k`, `v`, `o` are device addresses of the run's
+    /// first element (see the module doc for the layouts); `workspace` holds at least the plan's
+    /// workspace bytes (see [`Cudnn::prepare`]).
+    pub fn run(
+        &self,
+        s: SdpaShape,
+        q: u64,
+        k: u64,
+        v: u64,
+        o: u64,
+        workspace: u64,
+    ) -> Result<(), GpuError> {
+        let p = self.plan(s)?;
+        self.execute(&p, s, q, k, v, o, workspace)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn execute(
+        &self,
+        p: &Plan,
+        s: SdpaShape,
+        q: u64,
+        k: u64,
+        v: u64,
+        o: u64,
+        workspace: u64,
+    ) -> Result<(), GpuError> {
+        let scale: f32 = (s.head_dim as f32).powf(-0.5);
+        let uids = [UID_Q, UID_K, UID_V, UID_O, UID_SCALE];
+        let ptrs: [*mut c_void; 5] = [
+            q as *mut c_void,
+            k as *mut c_void,
+            v as *mut c_void,
+            o as *mut c_void,
+            (&scale as *const f32).cast_mut().cast(),
+        ];
+        let pack = Desc::new(D::CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)?;
+        pack.set_i64s(A::CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, &uids)?;
+        let wsp = workspace as *mut c_void;
+        // SAFETY: 5 pointers and one workspace pointer; all outlive the execute call (the scale
+        // is read by value during it).
+        unsafe {
+            pack.set(
+                A::CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                T::CUDNN_TYPE_VOID_PTR,
+                5,
+                ptrs.as_ptr().cast(),
+            )?;
+            pack.set(
+                A::CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+                T::CUDNN_TYPE_VOID_PTR,
+                1,
+                (&wsp as *const *mut c_void).cast(),
+            )?;
+        }
+        pack.finalize("variant pack")?;
+        // SAFETY: a finalized plan and variant pack whose device pointers cover the shapes the
+        // plan was built for (the caller's contract).
+        check("cudnnBackendExecute", unsafe {
+            dnn::cudnnBackendExecute(self.handle, p.plan.0, pack.0)
+        })
+    }
+}
+
+/// The global index of the engine behind an engine configuration (for reports).
+fn engine_index(cfg: &Desc) -> Option<i64> {
+    let engine = Desc::new(D::CUDNN_BACKEND_ENGINE_DESCRIPTOR).ok()?;
+    let mut raw = engine.0;
+    let mut cnt: i64 = 0;
+    // SAFETY: fills one pre-created engine descriptor.
+    let s = unsafe {
+        dnn::cudnnBackendGetAttribute(
+            cfg.0,
+            A::CUDNN_ATTR_ENGINECFG_ENGINE,
+            T::CUDNN_TYPE_BACKEND_DESCRIPTOR,
+            1,
+            &mut cnt,
+            (&mut raw as *mut dnn::cudnnBackendDescriptor_t).cast(),
+        )
+    };
+    if s != dnn::cudnnStatus_t::CUDNN_STATUS_SUCCESS {
+        return None;
+    }
+    let mut idx: i64 = -1;
+    // SAFETY: one i64 out-value.
+    let s = unsafe {
+        dnn::cudnnBackendGetAttribute(
+            engine.0,
+            A::CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
+            T::CUDNN_TYPE_INT64,
+            1,
+            &mut cnt,
+            (&mut idx as *mut i64).cast(),
+        )
+    };
+    (s == dnn::cudnnStatus_t::CUDNN_STATUS_SUCCESS).then_some(idx)
+}
