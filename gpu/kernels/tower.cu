@@ -160,14 +160,25 @@ extern "C" __global__ void cast_act(const float* __restrict__ x, act_t* __restri
 }
 
 // IEEE half (raw bits) -> bf16: cuDNN's attention output when its inputs were half.
+// Four elements a thread (8-byte loads and stores) while they last, then one.
+__device__ __forceinline__ float h2f(unsigned short h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(h));
+    return f;
+}
 extern "C" __global__ void half_to_bf16(const unsigned short* __restrict__ x, bf16_t* __restrict__ y,
                                         long long n) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x) {
-        float f;
-        asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(x[i]));
-        y[i] = f2bf(f);
+    const long long n4 = n >> 2;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n4; i += stride) {
+        const uint2 a = ((const uint2*)x)[i];
+        uint2 b;
+        b.x = (unsigned)f2bf(h2f(a.x & 0xffffu)) | ((unsigned)f2bf(h2f(a.x >> 16)) << 16);
+        b.y = (unsigned)f2bf(h2f(a.y & 0xffffu)) | ((unsigned)f2bf(h2f(a.y >> 16)) << 16);
+        ((uint2*)y)[i] = b;
     }
+    for (long long i = 4 * n4 + blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride)
+        y[i] = f2bf(h2f(x[i]));
 }
 
 // The clamped SwiGLU over a fused [rows, 2W] gate|up product (bias b [2W] or null):
@@ -268,6 +279,46 @@ qk_norm_rope(const float* __restrict__ qkv, const float* __restrict__ bias, cons
         const float* c = cosv + t * HD;
         const float* s = sinv + t * HD;
         const long long out_base = ((long long)h * n + t) * HD;
+#if HD == 64
+        // Lane l owns dims l and l + 32, which are each other's rotate_half partners: no shared
+        // memory, and every load of the item (q, k, v, their biases, cos, sin) is issued before
+        // the first reduction.
+        float x[3][2], cs[2], sn[2];
+#pragma unroll
+        for (int part = 0; part < 3; ++part)
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const int col = part * d_model + h * HD + lane + 32 * i;
+                x[part][i] = row[col] + (bias ? bias[col] : 0.0f);
+            }
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            cs[i] = c[lane + 32 * i];
+            sn[i] = s[lane + 32 * i];
+        }
+#pragma unroll
+        for (int part = 0; part < 2; ++part) {
+            float ss = 0.0f;
+            ss += x[part][0] * x[part][0];
+            ss += x[part][1] * x[part][1];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+            const float r = 1.0f / sqrtf(ss / (float)HD + eps);
+            const float* w = part == 0 ? qw : kw;
+            const float y0 = w[lane] * (x[part][0] * r), y1 = w[lane + 32] * (x[part][1] * r);
+            float* tap = part == 0 ? q_tap : k_tap;
+            if (tap) {
+                tap[t * d_model + h * HD + lane] = y0;
+                tap[t * d_model + h * HD + lane + 32] = y1;
+            }
+            act_t* dst = (part == 0 ? q : k) + out_base;
+            qkv_st(dst, lane, y0 * cs[0] - y1 * sn[0], f16);
+            qkv_st(dst, lane + 32, y1 * cs[1] + y0 * sn[1], f16);
+        }
+        qkv_st(v + out_base, lane, x[2][0], f16);
+        qkv_st(v + out_base, lane + 32, x[2][1], f16);
+        continue;
+#endif
 #pragma unroll
         for (int part = 0; part < 2; ++part) {
             const int col0 = part * d_model + h * HD;
