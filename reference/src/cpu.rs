@@ -5,7 +5,7 @@ use crate::error::{InputError, TowerError};
 use crate::geometry::{self, Grid, check_cols, check_shape};
 use crate::kernels::act::{gelu, swiglu_rows, swiglu_rows_into};
 use crate::kernels::attention::attention;
-use crate::kernels::gemm::{Par, linear, linear_into};
+use crate::kernels::gemm::{LinearWeight, Par};
 use crate::kernels::{norm, rope};
 use crate::real::Real;
 use crate::taps::TapSink;
@@ -36,7 +36,26 @@ fn sized<F: Real>(buf: &mut Vec<F>, len: usize) -> &mut [F] {
 
 /// The reference tower on the CPU, computing in `F` (f32: upstream's f32 path; f64: tighter).
 pub struct CpuTower<F: Real> {
-    pub weights: TowerWeights<F>,
+    /// The norms, biases and config (the `Linear` weight arrays are moved into `lin`).
+    weights: TowerWeights<F>,
+    lin: Linears<F>,
+}
+
+/// The `Linear` weights of a tower, each as its forward uses it (see [`LinearWeight`]).
+struct Linears<F> {
+    patch: LinearWeight<F>,
+    blocks: Vec<BlockLinears<F>>,
+    down: LinearWeight<F>,
+    m_proj: LinearWeight<F>,
+    m_gate_up: LinearWeight<F>,
+    m_down: LinearWeight<F>,
+}
+
+struct BlockLinears<F> {
+    qkv: LinearWeight<F>,
+    proj: LinearWeight<F>,
+    gate_up: LinearWeight<F>,
+    down: LinearWeight<F>,
 }
 
 type Taps<'a, 'b> = &'a mut Option<&'b mut dyn TapSink>;
@@ -62,8 +81,34 @@ fn to_f32<F: Real>(x: Array2<F>) -> Array2<f32> {
 }
 
 impl<F: Real> CpuTower<F> {
-    pub fn new(weights: TowerWeights<F>) -> Self {
-        Self { weights }
+    /// Takes the weights; each `Linear` weight is repacked for the panel kernel where `F` has
+    /// one on this CPU (f32 with AVX-512), moving it out of `weights` (one copy in memory).
+    pub fn new(mut weights: TowerWeights<F>) -> Self {
+        let take = |w: &mut Array2<F>| LinearWeight::new(std::mem::take(w));
+        let blocks = weights
+            .blocks
+            .iter_mut()
+            .map(|b| BlockLinears {
+                qkv: take(&mut b.qkv_w),
+                proj: take(&mut b.proj_w),
+                gate_up: take(&mut b.gate_up_w),
+                down: take(&mut b.down_w),
+            })
+            .collect();
+        let lin = Linears {
+            patch: take(&mut weights.patch_w),
+            blocks,
+            down: take(&mut weights.down_w),
+            m_proj: take(&mut weights.merger.proj_w),
+            m_gate_up: take(&mut weights.merger.gate_up_w),
+            m_down: take(&mut weights.merger.down_w),
+        };
+        Self { weights, lin }
+    }
+
+    /// Load-time warnings of the weights (non-finite values), each naming its tensor.
+    pub fn warnings(&self) -> &[String] {
+        &self.weights.warnings
     }
 
     fn cfg(&self) -> &VisionConfig {
@@ -72,8 +117,9 @@ impl<F: Real> CpuTower<F> {
 
     /// `[N, patch_dim]` -> `[N, D]`.
     pub fn patch_embed_f(&self, px: ArrayView2<F>) -> Array2<F> {
-        let w = &self.weights;
-        linear(px, w.patch_w.view(), Some(w.patch_b.view()), Par::Pool)
+        self.lin
+            .patch
+            .apply(px, Some(self.weights.patch_b.view()), Par::Pool)
     }
 
     /// `(cos, sin)`, each `[N, head_dim]`.
@@ -116,6 +162,7 @@ impl<F: Real> CpuTower<F> {
         let n = x.nrows();
         let cfg = self.cfg();
         let w = &self.weights.blocks[i];
+        let lw = &self.lin.blocks[i];
         let (d, heads) = (cfg.hidden_size, cfg.num_heads);
         let eps = cfg.rms_norm_eps;
 
@@ -123,9 +170,8 @@ impl<F: Real> CpuTower<F> {
         let x1 = norm::rms_norm(x, w.norm1.view(), eps); // [N, D]
         emit(taps, || format!("blocks.{i}.norm1"), x1.view());
         let qkv = sized(qkv_buf, n * 3 * d);
-        linear_into(
+        lw.qkv.apply_into(
             x1.view(),
-            w.qkv_w.view(),
             w.qkv_b.as_ref().map(|b| b.view()),
             Par::Pool,
             qkv,
@@ -150,12 +196,9 @@ impl<F: Real> CpuTower<F> {
         ); // [N, D]
         drop((q, k));
         emit(taps, || format!("blocks.{i}.attn.proj.input"), a.view());
-        let mut h = linear(
-            a.view(),
-            w.proj_w.view(),
-            w.proj_b.as_ref().map(|b| b.view()),
-            Par::Pool,
-        );
+        let mut h = lw
+            .proj
+            .apply(a.view(), w.proj_b.as_ref().map(|b| b.view()), Par::Pool);
         drop(a);
         emit(taps, || format!("blocks.{i}.attn"), h.view());
         h += &x; // hidden_states + attn(...)
@@ -163,11 +206,10 @@ impl<F: Real> CpuTower<F> {
         // MLP
         let x2 = norm::rms_norm(h.view(), w.norm2.view(), eps);
         emit(taps, || format!("blocks.{i}.norm2"), x2.view());
-        let inter = w.down_w.ncols();
+        let inter = lw.gate_up.out_features() / 2;
         let gu = sized(gu_buf, n * 2 * inter);
-        linear_into(
+        lw.gate_up.apply_into(
             x2.view(),
-            w.gate_up_w.view(),
             w.gate_up_b.as_ref().map(|b| b.view()),
             Par::Pool,
             gu,
@@ -177,12 +219,9 @@ impl<F: Real> CpuTower<F> {
         let m = sized(m_buf, n * inter);
         let mut mv = ndarray::ArrayViewMut2::from_shape((n, inter), m).expect("sized");
         swiglu_rows_into(gu, F::from_f64(cfg.swiglu_limit), mv.view_mut()); // [N, I]
-        let mut out = linear(
-            mv.view(),
-            w.down_w.view(),
-            w.down_b.as_ref().map(|b| b.view()),
-            Par::Pool,
-        );
+        let mut out = lw
+            .down
+            .apply(mv.view(), w.down_b.as_ref().map(|b| b.view()), Par::Pool);
         emit(taps, || format!("blocks.{i}.mlp"), out.view());
         out += &h; // hidden_states + mlp(...)
         emit(taps, || format!("blocks.{i}"), out.view());
@@ -203,29 +242,26 @@ impl<F: Real> CpuTower<F> {
             .view()
             .into_shape_with_order((n / unit, unit * d))
             .expect("contiguous rows");
-        linear(
-            xr,
-            self.weights.down_w.view(),
-            Some(self.weights.down_b.view()),
-            Par::Pool,
-        )
+        self.lin
+            .down
+            .apply(xr, Some(self.weights.down_b.view()), Par::Pool)
     }
 
     /// `Glm5NextVisionPatchMerger.forward`.
     pub fn merger_f(&self, x: ArrayView2<F>, taps: Taps<'_, '_>) -> Array2<F> {
         let w = &self.weights.merger;
         let p = self.cfg().projection_intermediate_size;
-        let h = linear(x, w.proj_w.view(), None, Par::Pool);
+        let h = self.lin.m_proj.apply(x, None, Par::Pool);
         emit(taps, || "merger.proj".into(), h.view());
         let mut h = norm::layer_norm(h.view(), w.norm_w.view(), w.norm_b.view(), 1e-5);
         emit(taps, || "merger.post_projection_norm".into(), h.view());
         h.par_mapv_inplace(gelu);
         emit(taps, || "merger.act1".into(), h.view());
-        let gu = linear(h.view(), w.gate_up_w.view(), None, Par::Pool); // [G, 2P]
+        let gu = self.lin.m_gate_up.apply(h.view(), None, Par::Pool); // [G, 2P]
         emit(taps, || "merger.gate_proj".into(), gu.slice(s![.., ..p]));
         emit(taps, || "merger.up_proj".into(), gu.slice(s![.., p..]));
         let m = swiglu_rows(gu.view(), F::from_f64(self.cfg().swiglu_limit));
-        let out = linear(m.view(), w.down_w.view(), None, Par::Pool);
+        let out = self.lin.m_down.apply(m.view(), None, Par::Pool);
         emit(taps, || "merger.down_proj".into(), out.view());
         emit(taps, || "merger".into(), out.view());
         out

@@ -52,6 +52,22 @@ pub trait Real:
     ) -> bool {
         false
     }
+    /// A `Linear` weight `[n, k]` repacked for the panel kernel (`kernels::panel`) when there is
+    /// one for this type and CPU (f32 with AVX-512); `None` when the general product is used.
+    fn pack_linear(_w: ndarray::ArrayView2<Self>) -> Option<crate::kernels::panel::Panels> {
+        None
+    }
+    /// `y = x · wᵀ + bias` over panels made by [`Real::pack_linear`] (`x` `[m, k]`, `y` `[m, n]`,
+    /// row-major); only called for types whose `pack_linear` returns panels.
+    fn linear_panels(
+        _p: &crate::kernels::panel::Panels,
+        _x: &[Self],
+        _m: usize,
+        _bias: Option<&[Self]>,
+        _y: &mut [Self],
+    ) {
+        unreachable!("pack_linear returned no panels for {}", Self::NAME)
+    }
     /// The largest value of a slice (-inf when empty).
     fn max_slice(xs: &[Self]) -> Self {
         crate::kernels::act::max_lanes(xs)
@@ -137,6 +153,21 @@ impl Real for f32 {
         n: usize,
     ) -> bool {
         crate::kernels::skinny::linear_skinny_f32(x, w, bias, out, m, k, n)
+    }
+    fn pack_linear(w: ndarray::ArrayView2<Self>) -> Option<crate::kernels::panel::Panels> {
+        // GLM5V_CPU_PANELS=0 keeps the general product (bisecting, benchmarks).
+        (crate::kernels::panel::available()
+            && std::env::var("GLM5V_CPU_PANELS").as_deref() != Ok("0"))
+        .then(|| crate::kernels::panel::Panels::pack(w))
+    }
+    fn linear_panels(
+        p: &crate::kernels::panel::Panels,
+        x: &[Self],
+        m: usize,
+        bias: Option<&[Self]>,
+        y: &mut [Self],
+    ) {
+        p.linear_into(x, m, bias, y)
     }
     fn as_f32s(xs: &[Self]) -> Cow<'_, [f32]> {
         Cow::Borrowed(xs)

@@ -118,7 +118,7 @@ fn compare(tower: &dyn Tower, up: &Upstream) -> (f64, String) {
 fn every_tap_matches_upstream_in_f32_and_f64() {
     let up = Upstream::load();
     let f32_tower = CpuTower::new(TowerWeights::<f32>::load(&fixture()).unwrap());
-    assert!(f32_tower.weights.warnings.is_empty());
+    assert!(f32_tower.warnings().is_empty());
     let (worst32, at32) = compare(&f32_tower, &up);
     assert!(
         worst32 <= TOLERANCE,

@@ -134,6 +134,58 @@ pub fn linear_into<F: Real>(
     matmul_into(yv, x, w.t(), accumulate, F::ONE, par);
 }
 
+/// A `Linear` weight as a forward holds it: the panels of [`Real::pack_linear`] where `F` has
+/// them on this CPU (the array is dropped then, so the weights are in memory once), else the
+/// array `[out, in]` for [`linear_into`].
+#[derive(Debug, Clone)]
+pub enum LinearWeight<F> {
+    Array(Array2<F>),
+    Panels(crate::kernels::panel::Panels),
+}
+
+impl<F: Real> LinearWeight<F> {
+    pub fn new(w: Array2<F>) -> Self {
+        match F::pack_linear(w.view()) {
+            Some(p) => Self::Panels(p),
+            None => Self::Array(w),
+        }
+    }
+
+    /// `out` of `[out, in]`.
+    pub fn out_features(&self) -> usize {
+        match self {
+            Self::Array(w) => w.nrows(),
+            Self::Panels(p) => p.rows(),
+        }
+    }
+
+    /// [`linear_into`] with this weight (`y.len() == m * out`, overwritten).
+    pub fn apply_into(&self, x: ArrayView2<F>, bias: Option<ArrayView1<F>>, par: Par, y: &mut [F]) {
+        match self {
+            Self::Array(w) => linear_into(x, w.view(), bias, par, y),
+            Self::Panels(p) => {
+                assert_eq!(x.ncols(), p.cols(), "linear: input features");
+                let x = x.as_standard_layout();
+                let b = bias.map(|b| b.to_vec());
+                F::linear_panels(
+                    p,
+                    x.as_slice().expect("standard layout"),
+                    x.nrows(),
+                    b.as_deref(),
+                    y,
+                );
+            }
+        }
+    }
+
+    /// [`linear`] with this weight.
+    pub fn apply(&self, x: ArrayView2<F>, bias: Option<ArrayView1<F>>, par: Par) -> Array2<F> {
+        let mut y = Array2::<F>::from_elem((x.nrows(), self.out_features()), F::ZERO);
+        self.apply_into(x, bias, par, y.as_slice_mut().expect("fresh array"));
+        y
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

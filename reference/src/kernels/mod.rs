@@ -4,5 +4,6 @@ pub mod act;
 pub mod attention;
 pub mod gemm;
 pub mod norm;
+pub mod panel;
 pub mod rope;
 pub mod skinny;
