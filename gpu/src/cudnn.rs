@@ -66,33 +66,28 @@ impl Desc {
         })
     }
 
+    /// Sets attribute `name` to the single value `v`.
+    ///
+    /// # Safety
+    /// `V` is the C type that `ty` names.
+    unsafe fn set_value<V>(&self, name: A, ty: T, v: &V) -> Result<(), GpuError> {
+        // SAFETY: one value of the stated type (the caller's contract).
+        unsafe { self.set(name, ty, 1, (v as *const V).cast()) }
+    }
+
     fn set_i64s(&self, name: A, v: &[i64]) -> Result<(), GpuError> {
         // SAFETY: v.len() i64 values.
         unsafe { self.set(name, T::CUDNN_TYPE_INT64, v.len() as i64, v.as_ptr().cast()) }
     }
 
     fn set_desc(&self, name: A, d: &Desc) -> Result<(), GpuError> {
-        // SAFETY: one descriptor handle.
-        unsafe {
-            self.set(
-                name,
-                T::CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                1,
-                (&d.0 as *const dnn::cudnnBackendDescriptor_t).cast(),
-            )
-        }
+        // SAFETY: a descriptor handle for a BACKEND_DESCRIPTOR attribute.
+        unsafe { self.set_value(name, T::CUDNN_TYPE_BACKEND_DESCRIPTOR, &d.0) }
     }
 
     fn set_handle(&self, name: A, h: dnn::cudnnHandle_t) -> Result<(), GpuError> {
-        // SAFETY: one handle.
-        unsafe {
-            self.set(
-                name,
-                T::CUDNN_TYPE_HANDLE,
-                1,
-                (&h as *const dnn::cudnnHandle_t).cast(),
-            )
-        }
+        // SAFETY: a cuDNN handle for a HANDLE attribute.
+        unsafe { self.set_value(name, T::CUDNN_TYPE_HANDLE, &h) }
     }
 
     fn finalize(&self, what: &str) -> Result<(), GpuError> {
@@ -128,19 +123,12 @@ fn tensor(
     let t = Desc::new(D::CUDNN_BACKEND_TENSOR_DESCRIPTOR)?;
     // SAFETY: each attribute gets one value of its C type.
     unsafe {
-        t.set(
-            A::CUDNN_ATTR_TENSOR_DATA_TYPE,
-            T::CUDNN_TYPE_DATA_TYPE,
-            1,
-            (&ty as *const dnn::cudnnDataType_t).cast(),
-        )?;
+        t.set_value(A::CUDNN_ATTR_TENSOR_DATA_TYPE, T::CUDNN_TYPE_DATA_TYPE, &ty)?;
         if by_value {
-            let yes = true;
-            t.set(
+            t.set_value(
                 A::CUDNN_ATTR_TENSOR_IS_BY_VALUE,
                 T::CUDNN_TYPE_BOOLEAN,
-                1,
-                (&yes as *const bool).cast(),
+                &true,
             )?;
         }
     }
@@ -387,13 +375,12 @@ impl Cudnn {
         let mode = dnn::cudnnBackendHeurMode_t::CUDNN_HEUR_MODE_A;
         // SAFETY: one heuristics mode.
         unsafe {
-            heur.set(
+            heur.set_value(
                 A::CUDNN_ATTR_ENGINEHEUR_MODE,
                 T::CUDNN_TYPE_HEUR_MODE,
-                1,
-                (&mode as *const dnn::cudnnBackendHeurMode_t).cast(),
-            )?;
-        }
+                &mode,
+            )?
+        };
         heur.finalize("engine heuristics")?;
         const MAX_CFGS: usize = 8;
         let cfgs: Vec<Desc> = (0..MAX_CFGS)
@@ -509,11 +496,10 @@ impl Cudnn {
                 5,
                 ptrs.as_ptr().cast(),
             )?;
-            pack.set(
+            pack.set_value(
                 A::CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
                 T::CUDNN_TYPE_VOID_PTR,
-                1,
-                (&wsp as *const *mut c_void).cast(),
+                &wsp,
             )?;
         }
         pack.finalize("variant pack")?;

@@ -6,6 +6,7 @@
 use glm5v_gpu::{
     GpuError, GpuOptions, GpuTower, Precision, compile_kernels, device_available, nvrtc_available,
 };
+use glm5v_reference::geometry::Grid;
 use glm5v_reference::{CpuTower, TapFilter, TapMap, Tower, TowerWeights, VisionConfig};
 use ndarray::Array2;
 use rand::{Rng, SeedableRng};
@@ -146,39 +147,52 @@ fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
     (num / den.max(1e-300)).sqrt()
 }
 
+/// The worst relative L2 over `want`'s taps (every one must exist in `got` with its shape and
+/// be finite), printing each.
+fn worst_tap(label: &str, want: &TapMap, got: &TapMap) -> f64 {
+    let mut worst = 0.0f64;
+    for (name, w) in &want.taps {
+        let g = got
+            .get(name)
+            .unwrap_or_else(|| panic!("GPU has no tap {name}"));
+        assert_eq!((g.rows, g.cols), (w.rows, w.cols), "{name}");
+        let e = rel_l2(&g.data, &w.data);
+        println!("{label:>5} {name:<32} {e:.3e}");
+        assert!(e.is_finite(), "{name}");
+        worst = worst.max(e);
+    }
+    worst
+}
+
+/// A random small tower (seed printed), pixels for `grids` and the CPU reference's taps.
+fn reference_case(grids: &[Grid]) -> (TowerWeights<f32>, Array2<f32>, TapMap) {
+    let cfg = small_cfg();
+    let seed: u64 = rand::rng().random();
+    println!("seed {seed}");
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let weights = random_weights(&cfg, &mut rng);
+    let n: usize = grids.iter().map(|g| g[0] * g[1] * g[2]).sum();
+    let px = Array2::from_shape_fn((n, cfg.patch_dim()), |_| rng.random_range(-1.8f32..2.1));
+    let cpu = CpuTower::new(weights.clone());
+    let mut want = TapMap::new(TapFilter::all());
+    cpu.forward(px.view(), grids, Some(&mut want)).unwrap();
+    (weights, px, want)
+}
+
 #[test]
 fn gpu_matches_reference() {
     if device_available().is_err() {
         println!("skipped: no CUDA device");
         return;
     }
-    let cfg = small_cfg();
-    let seed: u64 = rand::rng().random();
-    println!("seed {seed}");
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let weights = random_weights(&cfg, &mut rng);
     // two images (two segments, one longer than a query tile) and a two-frame video
     let grids = [[1, 12, 10], [1, 4, 6], [2, 4, 4]];
-    let n: usize = grids.iter().map(|g| g[0] * g[1] * g[2]).sum();
-    let px = Array2::from_shape_fn((n, cfg.patch_dim()), |_| rng.random_range(-1.8f32..2.1));
-    let cpu = CpuTower::new(weights.clone());
-    let mut want = TapMap::new(TapFilter::all());
-    cpu.forward(px.view(), &grids, Some(&mut want)).unwrap();
+    let (weights, px, want) = reference_case(&grids);
     for (precision, tol) in [(Precision::F32, 1e-4), (Precision::Bf16, 3e-2)] {
         let gpu = GpuTower::from_weights(&weights, GpuOptions { precision }).unwrap();
         let mut got = TapMap::new(TapFilter::all());
         let out = gpu.forward(px.view(), &grids, Some(&mut got)).unwrap();
-        let mut worst = 0.0f64;
-        for (name, w) in &want.taps {
-            let g = got
-                .get(name)
-                .unwrap_or_else(|| panic!("GPU has no tap {name}"));
-            assert_eq!((g.rows, g.cols), (w.rows, w.cols), "{name}");
-            let e = rel_l2(&g.data, &w.data);
-            println!("{:>5} {name:<32} {e:.3e}", precision.name());
-            assert!(e.is_finite());
-            worst = worst.max(e);
-        }
+        let worst = worst_tap(precision.name(), &want, &got);
         let fin = rel_l2(out.as_slice().unwrap(), &want.get("merger").unwrap().data);
         println!(
             "{} final rel L2 {fin:.3e}, worst tap {worst:.3e}",
@@ -205,17 +219,8 @@ fn cudnn_attention_matches_reference() {
         println!("skipped: libcudnn not found (put its directory on LD_LIBRARY_PATH)");
         return;
     }
-    let cfg = small_cfg();
-    let seed: u64 = rand::rng().random();
-    println!("seed {seed}");
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let weights = random_weights(&cfg, &mut rng);
     let grids = [[1, 32, 32], [1, 32, 32], [2, 32, 32], [1, 32, 48]];
-    let n: usize = grids.iter().map(|g| g[0] * g[1] * g[2]).sum();
-    let px = Array2::from_shape_fn((n, cfg.patch_dim()), |_| rng.random_range(-1.8f32..2.1));
-    let cpu = CpuTower::new(weights.clone());
-    let mut want = TapMap::new(TapFilter::all());
-    cpu.forward(px.view(), &grids, Some(&mut want)).unwrap();
+    let (weights, px, want) = reference_case(&grids);
     let gpu = GpuTower::from_weights(
         &weights,
         GpuOptions {
@@ -231,15 +236,6 @@ fn cudnn_attention_matches_reference() {
     for line in gpu.attention_log() {
         println!("plan: {line}");
     }
-    let mut worst = 0.0f64;
-    for (name, w) in &want.taps {
-        let g = got
-            .get(name)
-            .unwrap_or_else(|| panic!("GPU has no tap {name}"));
-        let e = rel_l2(&g.data, &w.data);
-        println!("bf16 {name:<32} {e:.3e}");
-        assert!(e.is_finite());
-        worst = worst.max(e);
-    }
+    let worst = worst_tap("bf16", &want, &got);
     assert!(worst <= 3e-2, "cuDNN bf16: worst tap {worst:e} > 3e-2");
 }
