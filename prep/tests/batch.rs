@@ -126,95 +126,46 @@ fn reader_names_the_problem() {
         let e = read_prep_safetensors(&p).unwrap_err().to_string();
         assert!(e.contains(needle), "`{e}` should mention `{needle}`");
     };
+    // f32 rows x cols of pixels, and an i64 grid [len / 3, 3]
+    let px = |name: &'static str, rows: usize, cols: usize| {
+        let data = f32_bytes(&values(rows, cols, 0.0));
+        (name, Dtype::F32, vec![rows, cols], data)
+    };
+    let grid = |name: &'static str, thw: &[i64]| {
+        (name, Dtype::I64, vec![thw.len() / 3, 3], i64_bytes(thw))
+    };
     check(
-        vec![
-            (
-                "pixel_values",
-                Dtype::F32,
-                vec![5, 6],
-                f32_bytes(&values(5, 6, 0.0)),
-            ),
-            (
-                "image_grid_thw",
-                Dtype::I64,
-                vec![1, 3],
-                i64_bytes(&[1, 2, 2]),
-            ),
-        ],
+        vec![px("pixel_values", 5, 6), grid("image_grid_thw", &[1, 2, 2])],
         "`pixel_values` has 5 rows but `image_grid_thw` sums t*h*w to 4",
     );
     check(
-        vec![(
-            "pixel_values",
-            Dtype::F32,
-            vec![4, 6],
-            f32_bytes(&values(4, 6, 0.0)),
-        )],
+        vec![px("pixel_values", 4, 6)],
         "`image_grid_thw` is missing",
     );
     check(
-        vec![(
-            "video_grid_thw",
-            Dtype::I64,
-            vec![1, 3],
-            i64_bytes(&[2, 2, 2]),
-        )],
+        vec![grid("video_grid_thw", &[2, 2, 2])],
         "`pixel_values_videos` is missing",
     );
     check(
         vec![
-            (
-                "pixel_values",
-                Dtype::F32,
-                vec![4, 6],
-                f32_bytes(&values(4, 6, 0.0)),
-            ),
-            (
-                "image_grid_thw",
-                Dtype::I64,
-                vec![1, 3],
-                i64_bytes(&[1, 2, 2]),
-            ),
-            (
-                "pixel_values_videos",
-                Dtype::F32,
-                vec![8, 5],
-                f32_bytes(&values(8, 5, 0.0)),
-            ),
-            (
-                "video_grid_thw",
-                Dtype::I64,
-                vec![1, 3],
-                i64_bytes(&[2, 2, 2]),
-            ),
+            px("pixel_values", 4, 6),
+            grid("image_grid_thw", &[1, 2, 2]),
+            px("pixel_values_videos", 8, 5),
+            grid("video_grid_thw", &[2, 2, 2]),
         ],
         "rows have 6 values but `pixel_values_videos` rows have 5",
     );
+    let (name, dt, _, data) = px("pixel_values", 4, 6);
     check(
         vec![
-            (
-                "pixel_values",
-                Dtype::F32,
-                vec![24],
-                f32_bytes(&values(4, 6, 0.0)),
-            ),
-            (
-                "image_grid_thw",
-                Dtype::I64,
-                vec![1, 3],
-                i64_bytes(&[1, 2, 2]),
-            ),
+            (name, dt, vec![24], data),
+            grid("image_grid_thw", &[1, 2, 2]),
         ],
         "expected [rows, patch_dim]",
     );
     check(
         vec![
-            (
-                "pixel_values",
-                Dtype::F32,
-                vec![4, 6],
-                f32_bytes(&values(4, 6, 0.0)),
-            ),
+            px("pixel_values", 4, 6),
             (
                 "image_grid_thw",
                 Dtype::F32,
