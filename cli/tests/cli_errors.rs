@@ -46,6 +46,15 @@ impl Case {
         c
     }
 
+    /// `glm5v embed --model MODEL INPUTS... --out emb.safetensors --taps taps.safetensors` here.
+    fn embed(&self, model: &str, inputs: &[&str]) -> Output {
+        let (out, taps) = (self.s("emb.safetensors"), self.s("taps.safetensors"));
+        let mut args = vec!["embed", "--model", model];
+        args.extend_from_slice(inputs);
+        args.extend(["--out", out.as_str(), "--taps", taps.as_str()]);
+        glm5v(&args)
+    }
+
     fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
@@ -163,16 +172,7 @@ fn embed_with_a_bad_data_uri_writes_nothing() {
         "model",
         &std::fs::read(tiny().join("model.safetensors")).unwrap(),
     );
-    let out = glm5v(&[
-        "embed",
-        "--model",
-        &model,
-        "data:image/png;base64,iVBORw0KGgo",
-        "--out",
-        &c.s("emb.safetensors"),
-        "--taps",
-        &c.s("taps.safetensors"),
-    ]);
+    let out = c.embed(&model, &["data:image/png;base64,iVBORw0KGgo"]);
     fails(
         &c,
         &out,
@@ -186,16 +186,7 @@ fn embed_with_a_truncated_checkpoint_writes_nothing() {
     let c = Case::new();
     let full = std::fs::read(tiny().join("model.safetensors")).unwrap();
     let model = c.checkpoint("model", &full[..full.len() / 3]);
-    let out = glm5v(&[
-        "embed",
-        "--model",
-        &model,
-        &c.s("good.png"),
-        "--out",
-        &c.s("emb.safetensors"),
-        "--taps",
-        &c.s("taps.safetensors"),
-    ]);
+    let out = c.embed(&model, &[&c.s("good.png")]);
     fails(
         &c,
         &out,
@@ -233,17 +224,7 @@ fn embed_with_pixels_rows_not_matching_the_grid_writes_nothing() {
     )
     .unwrap();
     std::fs::write(c.path("pixels.safetensors"), bytes).unwrap();
-    let out = glm5v(&[
-        "embed",
-        "--model",
-        &model,
-        "--pixels",
-        &c.s("pixels.safetensors"),
-        "--out",
-        &c.s("emb.safetensors"),
-        "--taps",
-        &c.s("taps.safetensors"),
-    ]);
+    let out = c.embed(&model, &["--pixels", &c.s("pixels.safetensors")]);
     fails(
         &c,
         &out,
