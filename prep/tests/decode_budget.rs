@@ -5,25 +5,14 @@ use glm5v_prep::PrepError;
 use glm5v_prep::decode::{DEFAULT_DECODE_BUDGET, DecodeOptions, ImageSource, load_image, probe};
 use image::ImageEncoder;
 
+mod common;
+
+/// The IDAT payload of the test headers.
+const IDAT: &[u8] = &[0x78, 0x9c, 0x03, 0x00];
+
+/// A PNG header promising `w x h` (see `common::png_header`).
 fn png_header(w: u32, h: u32) -> Vec<u8> {
-    fn chunk(out: &mut Vec<u8>, kind: &[u8], data: &[u8]) {
-        out.extend((data.len() as u32).to_be_bytes());
-        out.extend(kind);
-        out.extend(data);
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(kind);
-        crc.update(data);
-        out.extend(crc.finalize().to_be_bytes());
-    }
-    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
-    let mut ihdr = Vec::new();
-    ihdr.extend(w.to_be_bytes());
-    ihdr.extend(h.to_be_bytes());
-    ihdr.extend([8, 2, 0, 0, 0]);
-    chunk(&mut out, b"IHDR", &ihdr);
-    chunk(&mut out, b"IDAT", &[0x78, 0x9c, 0x03, 0x00]);
-    chunk(&mut out, b"IEND", &[]);
-    out
+    common::png_header(w, h, IDAT)
 }
 
 /// Peak resident memory of this process (VmHWM), in KiB.

@@ -5,6 +5,11 @@ use glm5v_prep::PrepError;
 use glm5v_prep::decode::{DecodeOptions, ImageSource, load_image, probe};
 use image::{ImageEncoder, RgbImage, RgbaImage};
 
+mod common;
+
+/// The IDAT payload of the test headers.
+const IDAT: &[u8] = &[];
+
 fn noisy(w: u32, h: u32) -> RgbImage {
     let mut s = 0x1234_5678u32;
     RgbImage::from_fn(w, h, |x, y| {
@@ -189,26 +194,9 @@ fn missing_file_is_io_error_naming_the_path() {
     }
 }
 
-/// A PNG signature and IHDR with the given size, then an empty IDAT and IEND.
+/// A PNG header promising `w x h` (see `common::png_header`).
 fn png_header(w: u32, h: u32) -> Vec<u8> {
-    fn chunk(out: &mut Vec<u8>, kind: &[u8], data: &[u8]) {
-        out.extend((data.len() as u32).to_be_bytes());
-        out.extend(kind);
-        out.extend(data);
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(kind);
-        crc.update(data);
-        out.extend(crc.finalize().to_be_bytes());
-    }
-    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
-    let mut ihdr = Vec::new();
-    ihdr.extend(w.to_be_bytes());
-    ihdr.extend(h.to_be_bytes());
-    ihdr.extend([8, 2, 0, 0, 0]);
-    chunk(&mut out, b"IHDR", &ihdr);
-    chunk(&mut out, b"IDAT", &[]);
-    chunk(&mut out, b"IEND", &[]);
-    out
+    common::png_header(w, h, IDAT)
 }
 
 #[test]
