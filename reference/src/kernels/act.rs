@@ -301,13 +301,8 @@ mod tests {
 
     #[test]
     fn swiglu_f32_matches_the_generic_form_bit_for_bit() {
-        let mut seed = 7u64;
-        let mut rnd = || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 40.0
-        };
+        let mut lcg = crate::kernels::Lcg(7);
+        let mut rnd = || ((lcg.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 40.0;
         let mut g: Vec<f32> = (0..1000).map(|_| rnd()).collect();
         let u: Vec<f32> = (0..1000).map(|_| rnd()).collect();
         g[3] = f32::NAN;

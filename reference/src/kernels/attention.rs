@@ -156,12 +156,10 @@ mod tests {
     use super::*;
 
     fn rnd_matrix(rows: usize, cols: usize, seed: &mut u64) -> Array2<f64> {
-        Array2::from_shape_fn((rows, cols), |_| {
-            *seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((*seed >> 11) as f64 / (1u64 << 53) as f64) * 4.0 - 2.0
-        })
+        let mut lcg = crate::kernels::Lcg(*seed);
+        let m = Array2::from_shape_fn((rows, cols), |_| lcg.unit() * 4.0 - 2.0);
+        *seed = lcg.0;
+        m
     }
 
     /// softmax(scale q kᵀ) v computed directly in f64, one segment and head at a time.

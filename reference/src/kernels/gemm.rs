@@ -207,13 +207,8 @@ mod tests {
 
     #[test]
     fn linear_matches_a_naive_loop() {
-        let mut seed = 1u64;
-        let mut rnd = || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((seed >> 11) as f64 / (1u64 << 53) as f64) - 0.5
-        };
+        let mut lcg = crate::kernels::Lcg(1);
+        let mut rnd = || lcg.unit() - 0.5;
         for (m, k, n) in [(1, 1, 1), (7, 13, 5), (33, 64, 70)] {
             let x = Array2::from_shape_fn((m, k), |_| rnd());
             let w = Array2::from_shape_fn((n, k), |_| rnd());

@@ -7,3 +7,23 @@ pub mod norm;
 pub mod panel;
 pub mod rope;
 pub mod skinny;
+
+/// The kernel tests' deterministic numbers: Knuth's MMIX linear congruential generator.
+#[cfg(test)]
+pub(crate) struct Lcg(pub(crate) u64);
+
+#[cfg(test)]
+impl Lcg {
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0
+    }
+
+    /// Uniform in [0, 1), from the top 53 bits.
+    pub(crate) fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}

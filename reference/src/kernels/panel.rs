@@ -298,13 +298,8 @@ mod tests {
             eprintln!("skipped: no AVX-512 on this CPU");
             return;
         }
-        let mut seed = 5u64;
-        let mut rnd = || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((seed >> 11) as f64 / (1u64 << 53) as f64) as f32 - 0.5
-        };
+        let mut lcg = crate::kernels::Lcg(5);
+        let mut rnd = || lcg.unit() as f32 - 0.5;
         // ragged rows (tile edges), columns (a partial panel), k over one chunk (KC)
         for (m, k, n) in [
             (1, 1, 1),

@@ -117,13 +117,8 @@ mod tests {
             eprintln!("skipped: no AVX-512 on this CPU");
             return;
         }
-        let mut seed = 3u64;
-        let mut rnd = || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((seed >> 11) as f64 / (1u64 << 53) as f64) as f32 - 0.5
-        };
+        let mut lcg = crate::kernels::Lcg(3);
+        let mut rnd = || lcg.unit() as f32 - 0.5;
         for (m, k, n) in [(1, 1, 1), (3, 17, 5), (5, 40, 70), (9, 1176, 33)] {
             let x: Vec<f32> = (0..m * k).map(|_| rnd()).collect();
             let w: Vec<f32> = (0..n * k).map(|_| rnd()).collect();
