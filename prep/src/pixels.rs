@@ -96,6 +96,21 @@ fn out_grid(out_len: usize, h: usize, w: usize, p: &PixelOptions) -> Result<(usi
     Ok((gh, gw))
 }
 
+/// For a writer that resizes an `input` image (height, width) to `content` inside `canvas`: all
+/// non-empty, the content inside the canvas.
+fn check_content(
+    (in_h, in_w): (usize, usize),
+    (ch, cw): (usize, usize),
+    (h, w): (usize, usize),
+) -> Result<()> {
+    if in_h == 0 || in_w == 0 || ch == 0 || cw == 0 || ch > h || cw > w {
+        return Err(PrepError::InvalidOption(format!(
+            "image {in_h}x{in_w}: content {ch}x{cw} must be non-empty and fit the {h}x{w} canvas"
+        )));
+    }
+    Ok(())
+}
+
 /// Patchifies `frames` (equal-size canvases; their count a multiple of `temporal_patch_size`)
 /// into normalised rows. Returns `(pixel_values, [grid_t, grid_h, grid_w])`, `pixel_values`
 /// being `[grid_t*grid_h*grid_w, patch_dim]` row-major.
@@ -271,11 +286,7 @@ pub(crate) fn write_image_rows(
 ) -> Result<[usize; 3]> {
     let (in_h, in_w, row_w) = (img.height, img.width, img.row_width);
     let ((ch, cw), (h, w)) = (content, canvas);
-    if in_h == 0 || in_w == 0 || ch == 0 || cw == 0 || ch > h || cw > w {
-        return Err(PrepError::InvalidOption(format!(
-            "image {in_h}x{in_w}: content {ch}x{cw} must be non-empty and fit the {h}x{w} canvas"
-        )));
-    }
+    check_content((in_h, in_w), content, canvas)?;
     if !(row_w == in_w || row_w == cw) || img.rows.len() != in_h * row_w * 3 {
         return Err(PrepError::InvalidOption(format!(
             "image {in_h}x{in_w}: {} bytes of rows {row_w} wide, content {ch}x{cw}",
@@ -393,11 +404,7 @@ pub(crate) fn stream_jpeg_rows(
 ) -> Result<[usize; 3]> {
     let (in_h, in_w) = (src.height(), src.width());
     let ((ch, cw), (h, w)) = (content, canvas);
-    if in_h == 0 || in_w == 0 || ch == 0 || cw == 0 || ch > h || cw > w {
-        return Err(PrepError::InvalidOption(format!(
-            "image {in_h}x{in_w}: content {ch}x{cw} must be non-empty and fit the {h}x{w} canvas"
-        )));
-    }
+    check_content((in_h, in_w), content, canvas)?;
     let (gh, gw) = out_grid(out.len(), h, w, p)?;
     let (ps, ms) = (p.patch_size, p.merge_size);
     let dim = p.patch_dim();
