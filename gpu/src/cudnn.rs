@@ -442,10 +442,10 @@ impl Cudnn {
         }
     }
 
-    /// Whether a plan can be built for `s` (builds and caches it); the error says why not.
-    pub fn prepare(&self, s: SdpaShape) -> Result<(usize, i64), GpuError> {
-        let p = self.plan(s)?;
-        Ok((p.workspace, p.engine))
+    /// Builds (or finds) the plan for `s` and returns its workspace bytes; the error says why
+    /// there is none. The engine chosen is in [`Cudnn::log`].
+    pub fn prepare(&self, s: SdpaShape) -> Result<usize, GpuError> {
+        Ok(self.plan(s)?.workspace)
     }
 
     /// Runs the attention of shape `s`: `q`, `k`, `v`, `o` are device addresses of the run's

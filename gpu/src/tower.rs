@@ -427,7 +427,7 @@ impl GpuTower {
         for r in runs {
             for &half in &halves {
                 match c.prepare(self.sdpa_shape(r, n, half)) {
-                    Ok((bytes, _engine)) => ws = ws.max(bytes),
+                    Ok(bytes) => ws = ws.max(bytes),
                     Err(e) if self.dev.cudnn_forced => return Err(e),
                     Err(e) => {
                         static ONCE: std::sync::Once = std::sync::Once::new();
