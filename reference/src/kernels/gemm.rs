@@ -166,12 +166,12 @@ impl<F: Real> LinearWeight<F> {
             Self::Panels(p) => {
                 assert_eq!(x.ncols(), p.cols(), "linear: input features");
                 let x = x.as_standard_layout();
-                let b = bias.map(|b| b.to_vec());
+                let b = bias.as_ref().map(|b| b.as_standard_layout());
                 F::linear_panels(
                     p,
                     x.as_slice().expect("standard layout"),
                     x.nrows(),
-                    b.as_deref(),
+                    b.as_ref().map(|b| b.as_slice().expect("standard layout")),
                     y,
                 );
             }
