@@ -25,6 +25,13 @@ __device__ __forceinline__ unsigned short f2h(float f) {
     return r;
 }
 
+// IEEE half (raw bits) -> f32.
+__device__ __forceinline__ float h2f(unsigned short h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(h));
+    return f;
+}
+
 #if ACT_BF16
 typedef bf16_t act_t;
 __device__ __forceinline__ float act_ld(const act_t* p, long long i) { return bf2f(p[i]); }
@@ -42,6 +49,43 @@ __device__ __forceinline__ float act_ld(const act_t* p, long long i) { return p[
 __device__ __forceinline__ void act_st(act_t* p, long long i, float v) { p[i] = v; }
 __device__ __forceinline__ void act_st4(act_t* p, long long i, float4 v) { *(float4*)(p + i) = v; }
 #endif
+
+// act_st / act_st4, or IEEE half when f16 != 0 (bf16 builds only: the host sets f16 where the
+// weights prove the range; an f32 build ignores it).
+__device__ __forceinline__ void act_st_h(act_t* p, long long i, float v, int f16) {
+#if ACT_BF16
+    if (f16) {
+        p[i] = f2h(v);
+        return;
+    }
+#endif
+    act_st(p, i, v);
+}
+__device__ __forceinline__ void act_st4_h(act_t* p, long long i, float4 v, int f16) {
+#if ACT_BF16
+    if (f16) {
+        uint2 w;
+        w.x = (unsigned)f2h(v.x) | ((unsigned)f2h(v.y) << 16);
+        w.y = (unsigned)f2h(v.z) | ((unsigned)f2h(v.w) << 16);
+        *(uint2*)(p + i) = w;
+        return;
+    }
+#endif
+    act_st4(p, i, v);
+}
+
+// Element i of a GEMM output: f32, or IEEE half (raw bits) when f16 != 0.
+__device__ __forceinline__ float out_ld(const void* p, long long i, int f16) {
+    return f16 ? h2f(((const unsigned short*)p)[i]) : ((const float*)p)[i];
+}
+// Elements i..i+3 (i a multiple of 4).
+__device__ __forceinline__ float4 out_ld4(const void* p, long long i, int f16) {
+    if (f16) {
+        const uint2 a = *(const uint2*)((const unsigned short*)p + i);
+        return make_float4(h2f(a.x & 0xffffu), h2f(a.x >> 16), h2f(a.y & 0xffffu), h2f(a.y >> 16));
+    }
+    return *(const float4*)((const float*)p + i);
+}
 
 // Sum over a block of blockDim.x threads (a multiple of 32, at most 1024). Every thread gets it.
 __device__ __forceinline__ float block_sum(float v, float* scratch /* >= 32 floats */) {

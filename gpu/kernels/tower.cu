@@ -1,5 +1,6 @@
 // Element-wise and row kernels of the tower. Math in f32; GEMM outputs are f32, GEMM inputs
-// act_t (common.cuh). Launch shapes are set by the host (src/tower.rs).
+// act_t (common.cuh); in bf16 builds, blocks whose weights prove the range run their qkv and MLP
+// GEMMs in IEEE half instead (inputs and outputs: the `f16` / `in_f16` flags). Launch shapes are set by the host (src/tower.rs).
 
 // Row kernels: one warp per row, ROW_WARPS rows a block; lane l owns columns l, l+32, ...
 // (coalesced) and sums its squares in that order, then a butterfly over the warp: no block
@@ -24,7 +25,7 @@ __device__ __forceinline__ float4 scale4(float4 w, float4 x, float r) {
 // y[r, :] = w * (x * rsqrt(mean(x^2) + eps)), any cols (x is read twice; the second read hits cache).
 extern "C" __global__ void __launch_bounds__(ROW_WARPS * 32)
 rms_norm(const float* __restrict__ x, const float* __restrict__ w, act_t* __restrict__ y, long long rows,
-         int cols, float eps) {
+         int cols, float eps, int f16) {
     const int lane = threadIdx.x & 31;
     const long long row = (long long)blockIdx.x * ROW_WARPS + (threadIdx.x >> 5);
     if (row >= rows) return;
@@ -37,7 +38,7 @@ rms_norm(const float* __restrict__ x, const float* __restrict__ w, act_t* __rest
         for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
         const float r = 1.0f / sqrtf(s / (float)cols + eps);
         for (int c = lane; c < n4; c += 32)
-            act_st4(y, row * cols + 4 * c, scale4(((const float4*)w)[c], x4[c], r));
+            act_st4_h(y, row * cols + 4 * c, scale4(((const float4*)w)[c], x4[c], r), f16);
         return;
     }
     for (int c = lane; c < cols; c += 32) {
@@ -46,7 +47,7 @@ rms_norm(const float* __restrict__ x, const float* __restrict__ w, act_t* __rest
     }
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     const float r = 1.0f / sqrtf(s / (float)cols + eps);
-    for (int c = lane; c < cols; c += 32) act_st(y, row * cols + c, w[c] * (xr[c] * r));
+    for (int c = lane; c < cols; c += 32) act_st_h(y, row * cols + c, w[c] * (xr[c] * r), f16);
 }
 
 // y[r, c] += b[c]
@@ -81,7 +82,7 @@ extern "C" __global__ void bias_residual(float* __restrict__ h, const float* __r
 extern "C" __global__ void __launch_bounds__(ROW_WARPS * 32)
 bias_residual_rms(float* __restrict__ h, const float* __restrict__ b, float* __restrict__ x,
                   const float* __restrict__ w, act_t* __restrict__ y, long long rows, int cols, int keep_h,
-                  float eps) {
+                  float eps, int f16) {
     const int lane = threadIdx.x & 31;
     const long long row = (long long)blockIdx.x * ROW_WARPS + (threadIdx.x >> 5);
     if (row >= rows) return;
@@ -122,7 +123,7 @@ bias_residual_rms(float* __restrict__ h, const float* __restrict__ b, float* __r
 #pragma unroll
         for (int i = 0; i < RES_MAXV / 4; ++i) {
             const int c = lane + 32 * i;
-            if (c < n4) act_st4(y, base + 4 * c, scale4(((const float4*)w)[c], xv4[i], r));
+            if (c < n4) act_st4_h(y, base + 4 * c, scale4(((const float4*)w)[c], xv4[i], r), f16);
         }
         return;
     }
@@ -148,7 +149,7 @@ bias_residual_rms(float* __restrict__ h, const float* __restrict__ b, float* __r
 #pragma unroll
     for (int i = 0; i < RES_MAXV; ++i) {
         const int c = lane + 32 * i;
-        if (c < cols) act_st(y, base + c, w[c] * (xv[i] * r));
+        if (c < cols) act_st_h(y, base + c, w[c] * (xv[i] * r), f16);
     }
 }
 
@@ -161,11 +162,6 @@ extern "C" __global__ void cast_act(const float* __restrict__ x, act_t* __restri
 
 // IEEE half (raw bits) -> bf16: cuDNN's attention output when its inputs were half.
 // Four elements a thread (8-byte loads and stores) while they last, then one.
-__device__ __forceinline__ float h2f(unsigned short h) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(h));
-    return f;
-}
 extern "C" __global__ void half_to_bf16(const unsigned short* __restrict__ x, bf16_t* __restrict__ y,
                                         long long n) {
     const long long n4 = n >> 2;
@@ -181,8 +177,9 @@ extern "C" __global__ void half_to_bf16(const unsigned short* __restrict__ x, bf
         y[i] = f2bf(h2f(x[i]));
 }
 
-// The clamped SwiGLU over a fused [rows, 2W] gate|up product (bias b [2W] or null):
-// out = silu(min(g, L)) * clamp(u, -L, L). NaN propagates as in torch.
+// The clamped SwiGLU over a fused [rows, 2W] gate|up product (f32, or IEEE half when in_f16;
+// bias b [2W] f32 or null): out = silu(min(g, L)) * clamp(u, -L, L), stored as act_t or as half
+// when f16. NaN propagates as in torch.
 __device__ __forceinline__ float swiglu1(float g, float u, float limit) {
     g = g > limit ? limit : g;
     u = u > limit ? limit : (u < -limit ? -limit : u);
@@ -191,30 +188,32 @@ __device__ __forceinline__ float swiglu1(float g, float u, float limit) {
 
 // Grid: x over column groups (4 columns a thread when W % 4 == 0, else 1), y strides over rows:
 // no 64-bit division per element, 16-byte loads on the vector path.
-extern "C" __global__ void swiglu(const float* __restrict__ gu, const float* __restrict__ b,
-                                  act_t* __restrict__ out, long long rows, int width, float limit) {
+extern "C" __global__ void swiglu(const void* __restrict__ gu, const float* __restrict__ b,
+                                  act_t* __restrict__ out, long long rows, int width, float limit,
+                                  int in_f16, int f16) {
     const bool vec = (width & 3) == 0;
     const int j = (blockIdx.x * blockDim.x + threadIdx.x) * (vec ? 4 : 1);
     if (j >= width) return;
     for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
-        const float* gr = gu + r * 2 * width;
+        const long long gr = r * 2 * width;
         if (vec) {
-            float4 g = *(const float4*)(gr + j), u = *(const float4*)(gr + width + j);
+            float4 g = out_ld4(gu, gr + j, in_f16), u = out_ld4(gu, gr + width + j, in_f16);
             if (b) {
                 const float4 bg = *(const float4*)(b + j), bu = *(const float4*)(b + width + j);
                 g.x += bg.x; g.y += bg.y; g.z += bg.z; g.w += bg.w;
                 u.x += bu.x; u.y += bu.y; u.z += bu.z; u.w += bu.w;
             }
-            act_st4(out, r * width + j,
-                    make_float4(swiglu1(g.x, u.x, limit), swiglu1(g.y, u.y, limit),
-                                swiglu1(g.z, u.z, limit), swiglu1(g.w, u.w, limit)));
+            act_st4_h(out, r * width + j,
+                      make_float4(swiglu1(g.x, u.x, limit), swiglu1(g.y, u.y, limit),
+                                  swiglu1(g.z, u.z, limit), swiglu1(g.w, u.w, limit)),
+                      f16);
         } else {
-            float g = gr[j], u = gr[width + j];
+            float g = out_ld(gu, gr + j, in_f16), u = out_ld(gu, gr + width + j, in_f16);
             if (b) {
                 g += b[j];
                 u += b[width + j];
             }
-            act_st(out, r * width + j, swiglu1(g, u, limit));
+            act_st_h(out, r * width + j, swiglu1(g, u, limit), f16);
         }
     }
 }
@@ -246,26 +245,18 @@ extern "C" __global__ void layer_norm_gelu(const float* __restrict__ x, const fl
 
 // Per-head RMSNorm of q and k (weights qw, kw [HD]), then the rope (cos/sin [n, HD], rotate_half
 // pairs d and d + HD/2), from the fused qkv [n, 3*heads*HD] plus its bias (bias [3*heads*HD] or
-// null when already added). Writes q, k, v head-major [heads, n, HD] as act_t, or as IEEE half
+// null when already added); qkv is f32, or IEEE half when in_f16. Writes q, k, v head-major [heads, n, HD] as act_t, or as IEEE half
 // when f16 != 0 (bf16 builds; the host sets it only where the weights bound the range); q_tap / k_tap
 // (nullable) get the normalised q, k before the rope, token-major [n, heads*HD].
 // One warp per (token, head) (lane l owns dims l, l+32, ...: coalesced rows), 4 warps a block,
 // grid-stride; the normalised head goes through shared memory for the rope's partner dims.
 #define QKR_WARPS 4
-__device__ __forceinline__ void qkv_st(act_t* p, long long i, float v, int f16) {
-#if ACT_BF16
-    if (f16) {
-        p[i] = f2h(v);
-        return;
-    }
-#endif
-    act_st(p, i, v);
-}
 extern "C" __global__ void __launch_bounds__(QKR_WARPS * 32)
-qk_norm_rope(const float* __restrict__ qkv, const float* __restrict__ bias, const float* __restrict__ qw,
+qk_norm_rope(const void* __restrict__ qkv, const float* __restrict__ bias, const float* __restrict__ qw,
              const float* __restrict__ kw, const float* __restrict__ cosv, const float* __restrict__ sinv,
              act_t* __restrict__ q, act_t* __restrict__ k, act_t* __restrict__ v,
-             float* __restrict__ q_tap, float* __restrict__ k_tap, int n, int heads, float eps, int f16) {
+             float* __restrict__ q_tap, float* __restrict__ k_tap, int n, int heads, float eps, int f16,
+             int in_f16) {
     __shared__ float sh[QKR_WARPS][HD];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int d_model = heads * HD;
@@ -275,7 +266,7 @@ qk_norm_rope(const float* __restrict__ qkv, const float* __restrict__ bias, cons
          idx += (long long)gridDim.x * QKR_WARPS) {
         const int h = (int)(idx % heads);
         const long long t = idx / heads;
-        const float* row = qkv + t * 3 * d_model;
+        const long long row = t * 3 * d_model;
         const float* c = cosv + t * HD;
         const float* s = sinv + t * HD;
         const long long out_base = ((long long)h * n + t) * HD;
@@ -289,7 +280,7 @@ qk_norm_rope(const float* __restrict__ qkv, const float* __restrict__ bias, cons
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
                 const int col = part * d_model + h * HD + lane + 32 * i;
-                x[part][i] = row[col] + (bias ? bias[col] : 0.0f);
+                x[part][i] = out_ld(qkv, row + col, in_f16) + (bias ? bias[col] : 0.0f);
             }
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
@@ -312,11 +303,11 @@ qk_norm_rope(const float* __restrict__ qkv, const float* __restrict__ bias, cons
                 tap[t * d_model + h * HD + lane + 32] = y1;
             }
             act_t* dst = (part == 0 ? q : k) + out_base;
-            qkv_st(dst, lane, y0 * cs[0] - y1 * sn[0], f16);
-            qkv_st(dst, lane + 32, y1 * cs[1] + y0 * sn[1], f16);
+            act_st_h(dst, lane, y0 * cs[0] - y1 * sn[0], f16);
+            act_st_h(dst, lane + 32, y1 * cs[1] + y0 * sn[1], f16);
         }
-        qkv_st(v + out_base, lane, x[2][0], f16);
-        qkv_st(v + out_base, lane + 32, x[2][1], f16);
+        act_st_h(v + out_base, lane, x[2][0], f16);
+        act_st_h(v + out_base, lane + 32, x[2][1], f16);
         continue;
 #endif
 #pragma unroll
@@ -330,7 +321,7 @@ qk_norm_rope(const float* __restrict__ qkv, const float* __restrict__ bias, cons
                 const int d = lane + 32 * i;
                 float x = 0.0f;
                 if (d < HD) {
-                    x = row[col0 + d];
+                    x = out_ld(qkv, row + col0 + d, in_f16);
                     if (bias) x += bias[col0 + d];
                 }
                 xs[i] = x;
@@ -357,7 +348,7 @@ qk_norm_rope(const float* __restrict__ qkv, const float* __restrict__ bias, cons
                 const int d = lane + 32 * i;
                 if (d < HD) {
                     const float rot = d < HD / 2 ? -buf[d + HD / 2] : buf[d - HD / 2];
-                    qkv_st(dst, d, xs[i] * c[d] + rot * s[d], f16);
+                    act_st_h(dst, d, xs[i] * c[d] + rot * s[d], f16);
                 }
             }
             __syncwarp();  // buf is rewritten by the next part / item
@@ -367,9 +358,9 @@ qk_norm_rope(const float* __restrict__ qkv, const float* __restrict__ bias, cons
         for (int i = 0; i < (HD + 31) / 32; ++i) {
             const int d = lane + 32 * i;
             if (d < HD) {
-                float x = row[col0 + d];
+                float x = out_ld(qkv, row + col0 + d, in_f16);
                 if (bias) x += bias[col0 + d];
-                qkv_st(v + out_base, d, x, f16);
+                act_st_h(v + out_base, d, x, f16);
             }
         }
     }

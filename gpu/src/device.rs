@@ -227,6 +227,8 @@ pub fn arg(v: impl IntoArg) -> Arg {
 pub enum Dt {
     F32,
     Bf16,
+    /// IEEE half.
+    F16,
     I32,
 }
 
@@ -234,7 +236,7 @@ impl Dt {
     pub fn size(self) -> usize {
         match self {
             Dt::F32 | Dt::I32 => 4,
-            Dt::Bf16 => 2,
+            Dt::Bf16 | Dt::F16 => 2,
         }
     }
 }
@@ -452,6 +454,13 @@ impl Dev {
                     .collect();
                 self.htod(bytemuck::cast_slice(&v), &buf)?
             }
+            Dt::F16 => {
+                let v: Vec<u16> = data
+                    .iter()
+                    .map(|&x| half::f16::from_f32(x).to_bits())
+                    .collect();
+                self.htod(bytemuck::cast_slice(&v), &buf)?
+            }
             Dt::I32 => return Err(GpuError::Unsupported("f32 data uploaded as i32".into())),
         }
         Ok(buf)
@@ -492,8 +501,23 @@ impl Dev {
         offset: usize,
         count: usize,
     ) -> Result<Vec<f32>, GpuError> {
-        assert!(offset + count <= src.len, "download out of range");
-        let size = src.dt.size();
+        self.download_as(src, src.dt, offset, count)
+    }
+
+    /// [`Dev::download_f32`] of a buffer that holds elements of `dt` (a 2-byte activation
+    /// buffer written as IEEE half, an f32 GEMM output buffer written as half).
+    pub fn download_as(
+        &self,
+        src: &DBuf,
+        dt: Dt,
+        offset: usize,
+        count: usize,
+    ) -> Result<Vec<f32>, GpuError> {
+        let size = dt.size();
+        assert!(
+            (offset + count) * size <= src.len * src.dt.size(),
+            "download out of range"
+        );
         let mut bytes = vec![0u8; count * size];
         if count > 0 {
             // SAFETY: the range is inside `src` (asserted), `bytes` is large enough, and the copy
@@ -508,11 +532,15 @@ impl Dev {
             }
             self.sync("download")?;
         }
-        Ok(match src.dt {
+        Ok(match dt {
             Dt::F32 => bytemuck::pod_collect_to_vec::<u8, f32>(&bytes),
             Dt::Bf16 => bytes
                 .chunks_exact(2)
                 .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())
+                .collect(),
+            Dt::F16 => bytes
+                .chunks_exact(2)
+                .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
                 .collect(),
             Dt::I32 => bytemuck::pod_collect_to_vec::<u8, i32>(&bytes)
                 .into_iter()
@@ -602,17 +630,53 @@ impl Dev {
         k: usize,
         out: usize,
     ) -> Result<(), GpuError> {
-        debug_assert!(x.len >= rows * k && w.len >= out * k && y.len >= rows * out);
-        let (ab_type, compute) = if self.bf16 {
-            (
+        self.linear_to(x, w, y, Dt::F32, rows, k, out)
+    }
+
+    /// `y [rows, out] = x [rows, k] · wᵀ` with `w` [out, k]; `x` holds elements of `w.dt` (f32,
+    /// bf16 or IEEE half; f32 accumulation, pedantic for f32), `y` is written as `y_dt` (f32, or
+    /// IEEE half for half inputs).
+    #[allow(clippy::too_many_arguments)]
+    pub fn linear_to(
+        &self,
+        x: &DBuf,
+        w: &DBuf,
+        y: &DBuf,
+        y_dt: Dt,
+        rows: usize,
+        k: usize,
+        out: usize,
+    ) -> Result<(), GpuError> {
+        let in_bytes = rows * k * w.dt.size();
+        debug_assert!(
+            x.len * x.dt.size() >= in_bytes
+                && w.len >= out * k
+                && y.len * y.dt.size() >= rows * out * y_dt.size()
+        );
+        let (ab_type, compute) = match w.dt {
+            Dt::Bf16 => (
                 blas_sys::cudaDataType::CUDA_R_16BF,
                 blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-            )
-        } else {
-            (
+            ),
+            Dt::F16 => (
+                blas_sys::cudaDataType::CUDA_R_16F,
+                blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            ),
+            Dt::F32 => (
                 blas_sys::cudaDataType::CUDA_R_32F,
                 blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_PEDANTIC,
-            )
+            ),
+            Dt::I32 => return Err(GpuError::Unsupported("an i32 GEMM weight".into())),
+        };
+        let c_type = match y_dt {
+            Dt::F32 => blas_sys::cudaDataType::CUDA_R_32F,
+            Dt::F16 if w.dt == Dt::F16 => blas_sys::cudaDataType::CUDA_R_16F,
+            other => {
+                return Err(GpuError::Unsupported(format!(
+                    "a GEMM of {:?} inputs with {other:?} output",
+                    w.dt
+                )));
+            }
         };
         let (alpha, beta) = (1.0f32, 0.0f32);
         let dims = |v: usize| {
@@ -638,7 +702,7 @@ impl Dev {
                 dims(k)?,
                 &beta as *const f32 as *const _,
                 y.ptr as *mut _,
-                blas_sys::cudaDataType::CUDA_R_32F,
+                c_type,
                 dims(out)?,
                 compute,
                 blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,

@@ -53,6 +53,11 @@ struct BlockW {
     /// q, k, v of this block go to the tensor cores as IEEE half: the weights bound them far
     /// inside its range (see [`attention_input_bound`]).
     attn_f16: bool,
+    /// The qkv GEMM (norm1 output, weight, output) runs in IEEE half (see [`gemm_half_bounds`]).
+    qkv_f16: bool,
+    /// The gate|up and down GEMMs (norm2 output, SwiGLU output, weights, gate|up output) run in
+    /// IEEE half.
+    mlp_f16: bool,
 }
 
 /// Largest |q|, |k| (after the per-head RMSNorm and the rope) and |v| that block `b` can produce,
@@ -92,6 +97,61 @@ fn attention_input_bound(
         .map_or(0.0, |bb| maxabs(&mut bb.iter().skip(2 * d).copied()));
     let v = (d as f64).sqrt() * n1 * row + bv;
     qk.max(v)
+}
+
+/// Largest magnitudes the IEEE-half GEMMs of block `b` can see, from its weights alone:
+/// `(qkv, mlp)`. An RMSNorm output row has L2 norm at most sqrt(d) max|w| (so no entry above
+/// that), a GEMM output entry j at most that times ||W[j]||_2 (Cauchy-Schwarz; the biases are
+/// added later in f32), and the SwiGLU output at most max(min(g, L), 0.28) min(|u|, L) with g, u
+/// the biased gate and up bounds and L the swiglu limit (silu is never below -0.2785).
+/// Each figure also covers the weights' own entries. Infinite when a weight is not finite.
+fn gemm_half_bounds(
+    b: &glm5v_reference::weights::BlockWeights<f32>,
+    d: usize,
+    limit: f64,
+) -> (f64, f64) {
+    let fin = |x: f64| if x.is_finite() { x } else { f64::INFINITY };
+    let maxabs =
+        |a: &mut dyn Iterator<Item = f32>| a.fold(0f64, |m, x| fin(m.max((x as f64).abs())));
+    let max_row_norm = |w: &Array2<f32>, rows: std::ops::Range<usize>| {
+        w.rows()
+            .into_iter()
+            .skip(rows.start)
+            .take(rows.len())
+            .fold(0f64, |m, r| {
+                let ss: f64 = r.iter().map(|&x| (x as f64) * (x as f64)).sum();
+                m.max(fin(ss).sqrt())
+            })
+    };
+    let sd = (d as f64).sqrt();
+    let n1 = sd * maxabs(&mut b.norm1.iter().copied());
+    let qkv_w = maxabs(&mut b.qkv_w.iter().copied());
+    let qkv = n1
+        .max(n1 * max_row_norm(&b.qkv_w, 0..b.qkv_w.nrows()))
+        .max(qkv_w);
+    let n2 = sd * maxabs(&mut b.norm2.iter().copied());
+    let inter = b.gate_up_w.nrows() / 2;
+    let g = n2 * max_row_norm(&b.gate_up_w, 0..inter);
+    let u = n2 * max_row_norm(&b.gate_up_w, inter..2 * inter);
+    let (bg, bu) = b.gate_up_b.as_ref().map_or((0.0, 0.0), |bb| {
+        (
+            maxabs(&mut bb.iter().take(inter).copied()),
+            maxabs(&mut bb.iter().skip(inter).copied()),
+        )
+    });
+    let lim = if limit.is_nan() {
+        f64::INFINITY
+    } else {
+        limit.abs()
+    };
+    let m = (g + bg).min(lim).max(0.2785) * (u + bu).min(lim);
+    let mlp = n2
+        .max(g)
+        .max(u)
+        .max(fin(m))
+        .max(maxabs(&mut b.gate_up_w.iter().copied()))
+        .max(maxabs(&mut b.down_w.iter().copied()));
+    (qkv, mlp)
 }
 
 /// Attention inputs go to half precision only below this bound (a factor 4 under the largest
@@ -250,17 +310,27 @@ impl GpuTower {
                 .to_vec()
         };
         let mut blocks = Vec::with_capacity(cfg.depth);
-        // GLM5V_GPU_ATTN_F16=0 keeps every block's attention inputs in bf16 (bisecting).
+        // GLM5V_GPU_ATTN_F16=0 keeps every block's attention inputs in bf16, GLM5V_GPU_GEMM_F16=0
+        // every block GEMM (bisecting, A/B timing).
         let f16_ok = std::env::var("GLM5V_GPU_ATTN_F16").as_deref() != Ok("0");
+        let gemm_f16_ok = bf16 && std::env::var("GLM5V_GPU_GEMM_F16").as_deref() != Ok("0");
         for (i, b) in tw.blocks.iter().enumerate() {
             let n = |x: &str| format!("blocks.{i}.{x}");
             let attn_f16 =
                 f16_ok && attention_input_bound(b, cfg.hidden_size, cfg.head_dim()) < F16_BOUND;
+            let (qb, mb) = gemm_half_bounds(b, cfg.hidden_size, cfg.swiglu_limit);
+            let (qkv_f16, mlp_f16) = (gemm_f16_ok && qb < F16_BOUND, gemm_f16_ok && mb < F16_BOUND);
+            let (qkv_dt, mlp_dt) = (
+                if qkv_f16 { Dt::F16 } else { act },
+                if mlp_f16 { Dt::F16 } else { act },
+            );
             blocks.push(BlockW {
                 attn_f16,
+                qkv_f16,
+                mlp_f16,
                 norm1: up(n("norm1"), &s(&b.norm1), Dt::F32)?,
                 norm2: up(n("norm2"), &s(&b.norm2), Dt::F32)?,
-                qkv_w: up(n("attn.qkv.weight"), &m(&b.qkv_w), act)?,
+                qkv_w: up(n("attn.qkv.weight"), &m(&b.qkv_w), qkv_dt)?,
                 qkv_b: b
                     .qkv_b
                     .as_ref()
@@ -274,13 +344,13 @@ impl GpuTower {
                     .as_ref()
                     .map(|v| up(n("attn.proj.bias"), &s(v), Dt::F32))
                     .transpose()?,
-                gate_up_w: up(n("mlp.gate_up.weight"), &m(&b.gate_up_w), act)?,
+                gate_up_w: up(n("mlp.gate_up.weight"), &m(&b.gate_up_w), mlp_dt)?,
                 gate_up_b: b
                     .gate_up_b
                     .as_ref()
                     .map(|v| up(n("mlp.gate_up.bias"), &s(v), Dt::F32))
                     .transpose()?,
-                down_w: up(n("mlp.down_proj.weight"), &m(&b.down_w), act)?,
+                down_w: up(n("mlp.down_proj.weight"), &m(&b.down_w), mlp_dt)?,
                 down_b: b
                     .down_b
                     .as_ref()
@@ -532,10 +602,26 @@ impl GpuTower {
         stride: usize,
         col0: usize,
     ) -> Result<(), GpuError> {
+        self.emit_as(taps, name, buf, buf.dt, rows, cols, stride, col0)
+    }
+
+    /// [`GpuTower::emit`] of a buffer holding elements of `dt` (see [`Dev::download_as`]).
+    #[allow(clippy::too_many_arguments)]
+    fn emit_as(
+        &self,
+        taps: Taps<'_, '_>,
+        name: &str,
+        buf: &DBuf,
+        dt: Dt,
+        rows: usize,
+        cols: usize,
+        stride: usize,
+        col0: usize,
+    ) -> Result<(), GpuError> {
         if let Some(sink) = taps.as_deref_mut()
             && sink.wants(name)
         {
-            let all = self.dev.download_f32(buf, 0, rows * stride)?;
+            let all = self.dev.download_as(buf, dt, 0, rows * stride)?;
             let data: Vec<f32> = if stride == cols && col0 == 0 {
                 all
             } else {
@@ -584,13 +670,30 @@ impl GpuTower {
             .map_err(|_| GpuError::Unsupported(format!("{rows} rows for a row kernel")))
     }
 
-    fn rms(&self, x: &DBuf, w: &DBuf, y: &DBuf, rows: usize, cols: usize) -> Result<(), GpuError> {
+    /// RMSNorm of `x` (f32) into `y`: act, or IEEE half when `f16`.
+    fn rms(
+        &self,
+        x: &DBuf,
+        w: &DBuf,
+        y: &DBuf,
+        rows: usize,
+        cols: usize,
+        f16: bool,
+    ) -> Result<(), GpuError> {
         let (r, c, eps) = (rows as i64, cols as i32, self.cfg.rms_norm_eps as f32);
         self.dev.launch(
             "rms_norm",
             (Self::row_blocks(rows)?, 1, 1),
             256,
-            &[arg(x.ptr), arg(w.ptr), arg(y.ptr), arg(r), arg(c), arg(eps)],
+            &[
+                arg(x.ptr),
+                arg(w.ptr),
+                arg(y.ptr),
+                arg(r),
+                arg(c),
+                arg(eps),
+                arg(f16 as i32),
+            ],
         )
     }
 
@@ -612,9 +715,9 @@ impl GpuTower {
         )
     }
 
-    /// `bias_residual` then `rms` (weight `norm_w`, into `y`) as one kernel when the row fits in
-    /// a warp's registers (`cols <= 2048`), else the two kernels. `keep_h`: write `h + b` back to
-    /// `h` (a wanted tap).
+    /// `bias_residual` then `rms` (weight `norm_w`, into `y`; IEEE half when `f16`) as one
+    /// kernel when the row fits in a warp's registers (`cols <= 2048`), else the two kernels.
+    /// `keep_h`: write `h + b` back to `h` (a wanted tap).
     #[allow(clippy::too_many_arguments)]
     fn bias_residual_norm(
         &self,
@@ -626,10 +729,11 @@ impl GpuTower {
         rows: usize,
         cols: usize,
         keep_h: bool,
+        f16: bool,
     ) -> Result<(), GpuError> {
         if cols > 32 * 64 {
             self.bias_residual(h, b, x, rows, cols)?;
-            return self.rms(x, norm_w, y, rows, cols);
+            return self.rms(x, norm_w, y, rows, cols, f16);
         }
         let (r, c, keep) = (rows as i64, cols as i32, keep_h as i32);
         let eps = self.cfg.rms_norm_eps as f32;
@@ -648,11 +752,14 @@ impl GpuTower {
                 arg(c),
                 arg(keep),
                 arg(eps),
+                arg(f16 as i32),
             ],
         )
     }
 
-    /// The clamped SwiGLU of `gu` (+ `b`) into `out`.
+    /// The clamped SwiGLU of `gu` (+ `b`) into `out`; `half`: `gu` holds IEEE half and `out`
+    /// gets IEEE half (else f32 in, act out).
+    #[allow(clippy::too_many_arguments)]
     fn swiglu(
         &self,
         gu: &DBuf,
@@ -660,6 +767,7 @@ impl GpuTower {
         out: &DBuf,
         rows: usize,
         width: usize,
+        half: bool,
     ) -> Result<(), GpuError> {
         let (r, wdt, lim) = (rows as i64, width as i32, self.cfg.swiglu_limit as f32);
         let bp = b.map_or(0u64, |b| b.ptr);
@@ -678,13 +786,15 @@ impl GpuTower {
                 arg(r),
                 arg(wdt),
                 arg(lim),
+                arg(half as i32),
+                arg(half as i32),
             ],
         )
     }
 
     /// Block `i` on the residual stream `ws.x`. `xn_ready`: `ws.xn` already holds this block's
-    /// norm1 output (fused into the previous block's last residual add). `next_norm`: the next
-    /// block's norm1 weight, to fuse its RMSNorm into this block's last residual add.
+    /// norm1 output (fused into the previous block's last residual add, in this block's qkv
+    /// input type). `next`: the next block, to fuse its norm1 into this block's last residual add.
     #[allow(clippy::too_many_arguments)]
     fn block_dev(
         &self,
@@ -693,7 +803,7 @@ impl GpuTower {
         geo: &Geo,
         taps: Taps<'_, '_>,
         xn_ready: bool,
-        next_norm: Option<&DBuf>,
+        next: Option<&BlockW>,
     ) -> Result<(), GpuError> {
         let cfg = &self.cfg;
         let (n, d, heads, hd, inter) = (
@@ -713,19 +823,50 @@ impl GpuTower {
             }
         };
 
+        // The GEMM input/output types of this block: act / f32, or IEEE half where proven.
+        let (qh, mh) = (w.qkv_f16, w.mlp_f16);
+        let half_or = |h: bool, other: Dt| if h { Dt::F16 } else { other };
         if !xn_ready {
-            self.rms(&ws.x, &w.norm1, &ws.xn, n, d)?;
+            self.rms(&ws.x, &w.norm1, &ws.xn, n, d, qh)?;
         }
-        self.emit(taps, &name("norm1"), &ws.xn, n, d, d, 0)?;
-        dev.linear(&ws.xn, &w.qkv_w, &ws.qkv, n, d, 3 * d)?;
+        self.emit_as(
+            taps,
+            &name("norm1"),
+            &ws.xn,
+            half_or(qh, ws.xn.dt),
+            n,
+            d,
+            d,
+            0,
+        )?;
+        let qkv_dt = half_or(qh, Dt::F32);
+        dev.linear_to(&ws.xn, &w.qkv_w, &ws.qkv, qkv_dt, n, d, 3 * d)?;
         // The qkv bias is added inside qk_norm_rope, unless the qkv tap (which includes it) is
-        // wanted: then it is added to the buffer first.
+        // wanted: then it is added to an f32 buffer first, or on the host to a copy of a half one
+        // (the sum qk_norm_rope makes, in f32).
         let mut qkv_bias = w.qkv_b.as_ref().map_or(0u64, |b| b.ptr);
-        if let (Some(b), true) = (&w.qkv_b, wants(taps, &name("attn.qkv"))) {
-            self.add_bias(&ws.qkv, b, n, 3 * d)?;
-            qkv_bias = 0;
+        if wants(taps, &name("attn.qkv")) {
+            match (&w.qkv_b, qh) {
+                (Some(b), false) => {
+                    self.add_bias(&ws.qkv, b, n, 3 * d)?;
+                    qkv_bias = 0;
+                    self.emit(taps, &name("attn.qkv"), &ws.qkv, n, 3 * d, 3 * d, 0)?;
+                }
+                (Some(b), true) => {
+                    let mut v = dev.download_as(&ws.qkv, Dt::F16, 0, n * 3 * d)?;
+                    let bias = dev.download_f32(b, 0, 3 * d)?;
+                    for row in v.chunks_exact_mut(3 * d) {
+                        row.iter_mut().zip(&bias).for_each(|(x, b)| *x += b);
+                    }
+                    if let Some(sink) = taps.as_deref_mut() {
+                        sink.tap(&name("attn.qkv"), n, 3 * d, &v);
+                    }
+                }
+                (None, _) => {
+                    self.emit_as(taps, &name("attn.qkv"), &ws.qkv, qkv_dt, n, 3 * d, 3 * d, 0)?
+                }
+            }
         }
-        self.emit(taps, &name("attn.qkv"), &ws.qkv, n, 3 * d, 3 * d, 0)?;
         let want_q = wants(taps, &name("attn.q_norm")) || wants(taps, &name("attn.k_norm"));
         let (tq, tk) = match (&ws.tq, &ws.tk, want_q) {
             (Some(a), Some(b), true) => (a.ptr, b.ptr),
@@ -762,6 +903,7 @@ impl GpuTower {
                 arg(hi),
                 arg(eps),
                 arg(f16),
+                arg(qh as i32),
             ],
         )?;
         if tq != 0 {
@@ -823,16 +965,44 @@ impl GpuTower {
             n,
             d,
             keep,
+            mh,
         )?;
         self.emit(taps, &name("attn"), &ws.h, n, d, d, 0)?;
-        self.emit(taps, &name("norm2"), &ws.xn, n, d, d, 0)?;
-        dev.linear(&ws.xn, &w.gate_up_w, &ws.gu, n, d, 2 * inter)?;
-        self.swiglu(&ws.gu, w.gate_up_b.as_ref(), &ws.m, n, inter)?;
+        self.emit_as(
+            taps,
+            &name("norm2"),
+            &ws.xn,
+            half_or(mh, ws.xn.dt),
+            n,
+            d,
+            d,
+            0,
+        )?;
+        dev.linear_to(
+            &ws.xn,
+            &w.gate_up_w,
+            &ws.gu,
+            half_or(mh, Dt::F32),
+            n,
+            d,
+            2 * inter,
+        )?;
+        self.swiglu(&ws.gu, w.gate_up_b.as_ref(), &ws.m, n, inter, mh)?;
         dev.linear(&ws.m, &w.down_w, &ws.h, n, inter, d)?;
-        match next_norm {
-            Some(nw) => {
+        match next {
+            Some(nb) => {
                 let keep = wants(taps, &name("mlp"));
-                self.bias_residual_norm(&ws.h, w.down_b.as_ref(), &ws.x, nw, &ws.xn, n, d, keep)?
+                self.bias_residual_norm(
+                    &ws.h,
+                    w.down_b.as_ref(),
+                    &ws.x,
+                    &nb.norm1,
+                    &ws.xn,
+                    n,
+                    d,
+                    keep,
+                    nb.qkv_f16,
+                )?
             }
             None => self.bias_residual(&ws.h, w.down_b.as_ref(), &ws.x, n, d)?,
         }
@@ -847,7 +1017,7 @@ impl GpuTower {
         let y = self
             .dev
             .alloc("post_layernorm [N, D]", n * d, self.dev.act())?;
-        self.rms(x, &self.w.post_norm, &y, n, d)?;
+        self.rms(x, &self.w.post_norm, &y, n, d, false)?;
         Ok(y)
     }
 
@@ -920,7 +1090,7 @@ impl GpuTower {
         self.emit(taps, "merger.gate_proj", &gu, g, p, 2 * p, 0)?;
         self.emit(taps, "merger.up_proj", &gu, g, p, 2 * p, p)?;
         let mm = dev.alloc("merger hidden [G, P]", g * p, act)?;
-        self.swiglu(&gu, None, &mm, g, p)?;
+        self.swiglu(&gu, None, &mm, g, p, false)?;
         drop(gu);
         let out = dev.alloc("merger output [G, O] f32", g * o, Dt::F32)?;
         dev.linear(&mm, &self.w.m_down_w, &out, g, p, o)?;
@@ -1000,8 +1170,7 @@ impl GpuTower {
         }
         progress(taps, 1, total);
         for i in 0..cfg.depth {
-            let next = self.w.blocks.get(i + 1).map(|b| &b.norm1);
-            self.block_dev(i, &ws, geo, taps, i > 0, next)?;
+            self.block_dev(i, &ws, geo, taps, i > 0, self.w.blocks.get(i + 1))?;
             progress(taps, i + 2, total);
         }
         let post = self.post_norm_dev(&ws.x, n)?;
@@ -1283,5 +1452,40 @@ mod tests {
         b.qkv_w[[2 * 4 + 2, 1]] = f32::INFINITY;
         assert!(attention_input_bound(&b, 4, 2).is_infinite());
         assert!(attention_input_bound(&b, 4, 2) >= F16_BOUND);
+    }
+
+    /// The IEEE-half GEMM bounds of [`block`] with a hand-made MLP: d = 4, so an RMSNorm output
+    /// entry is at most 2 max|w|.
+    #[test]
+    fn gemm_half_bounds_follow_the_norms_and_the_limit() {
+        let mut b = block();
+        // qkv: 2 * max|norm1| (2) = 4, times the largest qkv row norm (100, row 0) = 400.
+        // MLP: gate row 1 has norm 1, up row 2 (row 6) norm 5; norm2 = 1 so g <= 2, u <= 10;
+        // biases 1 (gate) and 0.5 (up): SwiGLU <= min(3, L) * min(10.5, L).
+        b.gate_up_w
+            .row_mut(1)
+            .assign(&ndarray::arr1(&[0.5, 0.5, 0.5, 0.5]));
+        b.gate_up_w
+            .row_mut(6)
+            .assign(&ndarray::arr1(&[0.0, 3.0, 4.0, 0.0]));
+        let mut gb = Array1::<f32>::zeros(8);
+        gb[2] = -1.0;
+        gb[5] = 0.5;
+        b.gate_up_b = Some(gb);
+        let (q, m) = gemm_half_bounds(&b, 4, 7.0);
+        assert!((q - 400.0).abs() < 1e-9, "{q}");
+        assert!((m - 21.0).abs() < 1e-9, "{m}"); // 3 * 7
+        let (_, m) = gemm_half_bounds(&b, 4, 100.0);
+        assert!((m - 31.5).abs() < 1e-9, "{m}"); // 3 * 10.5
+        let (_, m) = gemm_half_bounds(&b, 4, f64::NAN);
+        assert!((m - 31.5).abs() < 1e-9, "{m}");
+        b.down_w[[0, 0]] = -50.0; // a weight itself must fit
+        let (_, m) = gemm_half_bounds(&b, 4, 7.0);
+        assert!((m - 50.0).abs() < 1e-9, "{m}");
+        b.gate_up_w[[7, 3]] = f32::NAN;
+        let (q, m) = gemm_half_bounds(&b, 4, 7.0);
+        assert!(m.is_infinite() && (q - 400.0).abs() < 1e-9, "{q} {m}");
+        b.norm1[0] = f32::INFINITY;
+        assert!(gemm_half_bounds(&b, 4, 7.0).0.is_infinite());
     }
 }
