@@ -123,6 +123,8 @@ impl Panels {
             1
         };
         let groups = np.div_ceil(group);
+        let xp = pack_rows(x, m, k);
+        let x = &xp[..];
         (0..groups * row_tasks).into_par_iter().for_each(|t| {
             let (g, rt) = (t / row_tasks, t % row_tasks);
             let r0 = rt * rows_per;
@@ -230,7 +232,6 @@ unsafe fn group_task(
                             unsafe {
                                 let a = TileArgs {
                                     x: x.as_ptr().add(r * k),
-                                    ldx: k,
                                     panel: data.as_ptr().add(panel + (s0 - kc0) * NP),
                                     kk: s0..s1,
                                     y: y.add(r * n + j0),
@@ -271,9 +272,8 @@ struct Scratch([f32; RB * NP]);
 
 /// One tile's run over a sub-chunk.
 struct TileArgs<'a> {
-    /// Row 0 of the tile in x (row stride `ldx`).
+    /// The tile's rows of x, packed (see [`pack_rows`]).
     x: *const f32,
-    ldx: usize,
     /// Row `kk.start` of the panel.
     panel: *const f32,
     kk: std::ops::Range<usize>,
@@ -323,6 +323,14 @@ unsafe fn tile<const R: usize>(a: TileArgs<'_>) {
                 }
             }
         }
+        // y's rows, read at the end of a later chunk: fetched while the steps run.
+        if a.end && a.bias.is_none() {
+            for r in 0..R {
+                for c in 0..4 {
+                    _mm_prefetch::<_MM_HINT_T0>(a.y.add(r * a.ldy + 16 * c) as *const i8);
+                }
+            }
+        }
         let k0 = a.kk.start;
         let mut kk = k0;
         if !a.pf.is_null() {
@@ -330,12 +338,12 @@ unsafe fn tile<const R: usize>(a: TileArgs<'_>) {
             for _ in 0..a.pf_lines.min(a.kk.len()) {
                 _mm_prefetch::<_MM_HINT_T1>(q as *const i8);
                 q = q.add(16);
-                step::<R>(&mut acc, a.x, a.ldx, a.panel.add((kk - k0) * NP), kk);
+                step::<R>(&mut acc, a.x.add(kk * MR), a.panel.add((kk - k0) * NP));
                 kk += 1;
             }
         }
         for kk in kk..a.kk.end {
-            step::<R>(&mut acc, a.x, a.ldx, a.panel.add((kk - k0) * NP), kk);
+            step::<R>(&mut acc, a.x.add(kk * MR), a.panel.add((kk - k0) * NP));
         }
         for (r, row) in acc.iter().enumerate() {
             for (c, v) in row.iter().enumerate() {
@@ -355,32 +363,49 @@ unsafe fn tile<const R: usize>(a: TileArgs<'_>) {
 }
 
 /// One `kk` of an R x 64 tile: four 16-lane loads of the panel row `p`, one broadcast of
-/// `x[r, kk]` per row, 4R fused multiply-adds.
+/// `x[r, kk]` (at `x + r`, packed) per row, 4R fused multiply-adds.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[inline]
 unsafe fn step<const R: usize>(
     acc: &mut [[std::arch::x86_64::__m512; 4]; R],
     x: *const f32,
-    ldx: usize,
     p: *const f32,
-    kk: usize,
 ) {
     use std::arch::x86_64::*;
-    // SAFETY: the caller's (tile's) contract: 64 values from p, R rows of x with stride ldx.
+    // SAFETY: the caller's (tile's) contract: 64 values from p, R values from x.
     unsafe {
         let w0 = _mm512_loadu_ps(p);
         let w1 = _mm512_loadu_ps(p.add(16));
         let w2 = _mm512_loadu_ps(p.add(32));
         let w3 = _mm512_loadu_ps(p.add(48));
         for (r, row) in acc.iter_mut().enumerate() {
-            let xb = _mm512_set1_ps(*x.add(r * ldx + kk));
+            let xb = _mm512_set1_ps(*x.add(r));
             row[0] = _mm512_fmadd_ps(xb, w0, row[0]);
             row[1] = _mm512_fmadd_ps(xb, w1, row[1]);
             row[2] = _mm512_fmadd_ps(xb, w2, row[2]);
             row[3] = _mm512_fmadd_ps(xb, w3, row[3]);
         }
     }
+}
+
+/// x `[m, k]` as tiles of [`MR`] rows, each `[k][MR]` (rows past m zero): a step of a tile
+/// reads its MR inputs from one place instead of MR rows k apart (which with k a multiple of
+/// 1024 fall into one L1 set).
+fn pack_rows(x: &[f32], m: usize, k: usize) -> Vec<f32> {
+    let tiles = m.div_ceil(MR);
+    let mut xp = vec![0.0f32; tiles * k * MR];
+    xp.par_chunks_mut((k * MR).max(1))
+        .enumerate()
+        .for_each(|(t, tile)| {
+            for r in 0..MR.min(m - t * MR) {
+                let row = &x[(t * MR + r) * k..(t * MR + r + 1) * k];
+                for (kk, &v) in row.iter().enumerate() {
+                    tile[kk * MR + r] = v;
+                }
+            }
+        });
+    xp
 }
 
 #[cfg(test)]
