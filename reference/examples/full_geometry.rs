@@ -5,7 +5,8 @@
 //!
 //! Defaults: 2 threads, grids 8 and 32 (an 8x8 and a 32x32 patch image). Prints GEMM GFLOP/s
 //! for the tower's shapes (skipped with GLM5V_FORWARD_ONLY=1) and the forward time per grid
-//! (best of a few runs).
+//! (best of a few runs). The weights are rounded to bf16, as `glm5v synth` writes them (so the
+//! panels store them as bf16); `GLM5V_SYNTH_F32=1` keeps them f32.
 
 use glm5v_reference::kernels::attention::attention;
 use glm5v_reference::kernels::gemm::{Par, SKINNY_MAX_ROWS, linear, matmul_into};
@@ -57,6 +58,7 @@ fn main() {
     let cfg = VisionConfig::glm53_flash();
 
     let t0 = Instant::now();
+    let keep_f32 = std::env::var("GLM5V_SYNTH_F32").as_deref() == Ok("1");
     let weights = TowerWeights::<f32>::from_fn(&cfg, |name, values| {
         let seed = name_hash(name);
         let (base, amp) = if name.contains("norm") && name.ends_with("weight") {
@@ -66,10 +68,15 @@ fn main() {
         } else {
             (0.0, 0.03)
         };
-        values
-            .par_iter_mut()
-            .enumerate()
-            .for_each(|(i, v)| *v = base + amp * hash01(seed, i));
+        values.par_iter_mut().enumerate().for_each(|(i, v)| {
+            // rounded to bf16 as `glm5v synth` checkpoints are (GLM5V_SYNTH_F32=1: not)
+            let x = base + amp * hash01(seed, i);
+            *v = if keep_f32 {
+                x
+            } else {
+                half::bf16::from_f32(x).to_f32()
+            };
+        });
     })
     .expect("synthetic weights");
     println!(

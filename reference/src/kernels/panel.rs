@@ -54,28 +54,61 @@ pub fn available() -> bool {
 /// A `Linear` weight `[n, k]` in panel layout (the last panel zero-padded to 64 columns).
 #[derive(Debug, Clone)]
 pub struct Panels {
-    data: Vec<f32>,
+    data: Store,
     n: usize,
     k: usize,
 }
 
+/// The panel values: f32, or the upper halves of f32 values whose lower halves are all zero
+/// (every weight of a bf16 checkpoint), widened back to the same f32 values exactly in the
+/// kernel: half the bytes to stream, the same products bit for bit.
+#[derive(Debug, Clone)]
+enum Store {
+    F32(Vec<f32>),
+    Bf16(Vec<u16>),
+}
+
 impl Panels {
-    /// Repacks `w` `[n, k]` (any strides).
+    /// Repacks `w` `[n, k]` (any strides); bf16 storage when that is exact for every value
+    /// (unless `GLM5V_CPU_PANELS_BF16=0`).
     pub fn pack(w: ArrayView2<f32>) -> Self {
+        let short = std::env::var("GLM5V_CPU_PANELS_BF16").as_deref() != Ok("0")
+            && w.iter().all(|v| v.to_bits() & 0xffff == 0);
+        if short {
+            Self::pack_as(w, |v| (v.to_bits() >> 16) as u16, Store::Bf16)
+        } else {
+            Self::pack_as(w, |v| v, Store::F32)
+        }
+    }
+
+    fn pack_as<T: Copy + Default + Send + Sync>(
+        w: ArrayView2<f32>,
+        conv: impl Fn(f32) -> T + Sync,
+        store: impl FnOnce(Vec<T>) -> Store,
+    ) -> Self {
         let (n, k) = w.dim();
         let np = n.div_ceil(NP);
-        let mut data = vec![0.0f32; np * k * NP];
+        let mut data = vec![T::default(); np * k * NP];
         data.par_chunks_mut((k * NP).max(1))
             .enumerate()
             .for_each(|(p, panel)| {
                 for c in 0..NP.min(n - p * NP) {
                     let row = w.row(p * NP + c);
                     for (kk, &v) in row.iter().enumerate() {
-                        panel[kk * NP + c] = v;
+                        panel[kk * NP + c] = conv(v);
                     }
                 }
             });
-        Self { data, n, k }
+        Self {
+            data: store(data),
+            n,
+            k,
+        }
+    }
+
+    /// Whether the values are stored as bf16 (exactly; see [`Panels::pack`]).
+    pub fn is_bf16(&self) -> bool {
+        matches!(self.data, Store::Bf16(_))
     }
 
     /// Output features.
@@ -139,7 +172,10 @@ impl Panels {
             unsafe {
                 group_task(
                     x,
-                    &self.data,
+                    match &self.data {
+                        Store::F32(d) => Src::F32(d),
+                        Store::Bf16(d) => Src::Bf16(d),
+                    },
                     bias,
                     y_addr as *mut f32,
                     (n, k),
@@ -164,15 +200,18 @@ impl Panels {
 #[target_feature(enable = "avx512f")]
 unsafe fn group_task(
     x: &[f32],
-    data: &[f32],
+    data: Src<'_>,
     bias: Option<&[f32]>,
     y: *mut f32,
     (n, k): (usize, usize),
     panels: std::ops::Range<usize>,
     rows: std::ops::Range<usize>,
 ) {
-    let mut scratch = Scratch([0.0; RB * NP]);
+    let mut scratch = Aligned([0.0; RB * NP]);
+    // a bf16 sub-chunk widened to f32, in L1 for the row block's tiles
+    let mut wide = Aligned([0.0; KS * NP]);
     let mut bias_pad = [0.0f32; NP];
+    let (base, esize, len) = data.raw();
     let chunk_at = |p: usize, kc0: usize| p * k * NP + kc0 * NP;
     let mut kc0 = 0;
     while kc0 < k {
@@ -207,8 +246,9 @@ unsafe fn group_task(
                 } else {
                     Some(chunk_at(p, kc1))
                 };
-                let mut pf_at = next.unwrap_or(data.len());
-                let pf_end = (pf_at + (kc1 - kc0) * NP).min(data.len());
+                // in bytes from `base`
+                let mut pf_at = next.unwrap_or(len) * esize;
+                let pf_end = (pf_at + (kc1 - kc0) * NP * esize).min(len * esize);
                 let panel = chunk_at(p, kc0);
                 let mut b0 = a0;
                 while b0 < a1 {
@@ -216,13 +256,22 @@ unsafe fn group_task(
                     let mut s0 = kc0;
                     while s0 < kc1 {
                         let s1 = (s0 + KS).min(kc1);
+                        let at = panel + (s0 - kc0) * NP;
+                        let sub = match data {
+                            Src::F32(d) => d[at..at + (s1 - s0) * NP].as_ptr(),
+                            Src::Bf16(d) => {
+                                // SAFETY: AVX-512F is enabled in this function.
+                                unsafe { widen(&d[at..at + (s1 - s0) * NP], &mut wide.0) };
+                                wide.0.as_ptr()
+                            }
+                        };
                         let mut r = b0;
                         while r < b1 {
                             let rows = MR.min(b1 - r);
-                            let lines = (s1 - s0).min(pf_end.saturating_sub(pf_at) / 16);
+                            let lines = (s1 - s0).min(pf_end.saturating_sub(pf_at) / 64);
                             let pf = (lines > 0).then(|| {
-                                pf_at += lines * 16;
-                                pf_at - lines * 16
+                                pf_at += lines * 64;
+                                pf_at - lines * 64
                             });
                             // SAFETY (all arms): rows r..r+rows exist in x and y; the panel
                             // sub-chunk holds (s1 - s0) * NP values from its pointer; scratch
@@ -232,7 +281,7 @@ unsafe fn group_task(
                             unsafe {
                                 let a = TileArgs {
                                     x: x.as_ptr().add(r * k),
-                                    panel: data.as_ptr().add(panel + (s0 - kc0) * NP),
+                                    panel: sub,
                                     kk: s0..s1,
                                     y: y.add(r * n + j0),
                                     ldy: n,
@@ -241,7 +290,7 @@ unsafe fn group_task(
                                     part: scratch.0.as_mut_ptr().add((r - b0) * NP),
                                     start: s0 == kc0,
                                     end: s1 == kc1,
-                                    pf: pf.map_or(std::ptr::null(), |o| data.as_ptr().add(o)),
+                                    pf: pf.map_or(std::ptr::null(), |o| base.add(o)),
                                     pf_lines: lines,
                                 };
                                 match rows {
@@ -266,9 +315,47 @@ unsafe fn group_task(
     }
 }
 
-/// Partial sums of a row block between sub-chunks (one cache line per 16 values).
+/// The panel values a task reads.
+#[derive(Clone, Copy)]
+enum Src<'a> {
+    F32(&'a [f32]),
+    Bf16(&'a [u16]),
+}
+
+impl Src<'_> {
+    /// (first byte, bytes per value, values)
+    fn raw(self) -> (*const i8, usize, usize) {
+        match self {
+            Src::F32(d) => (d.as_ptr() as *const i8, 4, d.len()),
+            Src::Bf16(d) => (d.as_ptr() as *const i8, 2, d.len()),
+        }
+    }
+}
+
+/// `out[i] = f32 with upper half src[i]` for every i of src (`out` at least as long).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn widen(src: &[u16], out: &mut [f32]) {
+    use std::arch::x86_64::*;
+    assert!(out.len() >= src.len());
+    let n16 = src.len() / 16 * 16;
+    // SAFETY: 16 values read from src and written to out per step, inside both (n16 <= len).
+    unsafe {
+        for i in (0..n16).step_by(16) {
+            let h = _mm256_loadu_si256(src.as_ptr().add(i) as *const __m256i);
+            let w = _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h));
+            _mm512_storeu_ps(out.as_mut_ptr().add(i), _mm512_castsi512_ps(w));
+        }
+    }
+    for i in n16..src.len() {
+        out[i] = f32::from_bits((src[i] as u32) << 16);
+    }
+}
+
+/// Values on cache-line boundaries: a row block's partial sums between sub-chunks, a widened
+/// sub-chunk.
 #[repr(align(64))]
-struct Scratch([f32; RB * NP]);
+struct Aligned<const N: usize>([f32; N]);
 
 /// One tile's run over a sub-chunk.
 struct TileArgs<'a> {
@@ -291,7 +378,7 @@ struct TileArgs<'a> {
     end: bool,
     /// `pf_lines` lines (one per step of the first steps) are prefetched into L2 from here,
     /// unless null.
-    pf: *const f32,
+    pf: *const i8,
     pf_lines: usize,
 }
 
@@ -336,8 +423,8 @@ unsafe fn tile<const R: usize>(a: TileArgs<'_>) {
         if !a.pf.is_null() {
             let mut q = a.pf;
             for _ in 0..a.pf_lines.min(a.kk.len()) {
-                _mm_prefetch::<_MM_HINT_T1>(q as *const i8);
-                q = q.add(16);
+                _mm_prefetch::<_MM_HINT_T1>(q);
+                q = q.add(64);
                 step::<R>(&mut acc, a.x.add(kk * MR), a.panel.add((kk - k0) * NP));
                 kk += 1;
             }
@@ -457,7 +544,8 @@ mod tests {
 
     #[test]
     fn sums_in_blocks_of_kc_onto_the_bias() {
-        sums_in_blocks(3, 2 * KC + 5, 17, 1);
+        sums_in_blocks(3, 2 * KC + 5, 17, 1, false);
+        sums_in_blocks(3, 2 * KC + 5, 17, 1, true);
     }
 
     /// The blocking of large products (groups of panels, row blocks of MC and RB rows,
@@ -467,11 +555,12 @@ mod tests {
     fn blocking_keeps_the_sums_exact() {
         let (m, k, n) = (MC + RB / 2 + 5, 4 * KC + KS + 12, 15 * NP + 40);
         assert!(m * k * 4 > X_L2_BYTES, "large enough to group panels");
-        sums_in_blocks(m, k, n, 2);
-        sums_in_blocks(m, k, n, 1);
+        sums_in_blocks(m, k, n, 2, false);
+        sums_in_blocks(m, k, n, 1, true);
     }
 
-    fn sums_in_blocks(m: usize, k: usize, n: usize, threads: usize) {
+    /// `short`: weights rounded to bf16 first, so the panels store them as bf16 (exactly).
+    fn sums_in_blocks(m: usize, k: usize, n: usize, threads: usize, short: bool) {
         if !available() {
             eprintln!("skipped: no AVX-512 on this CPU");
             return;
@@ -482,15 +571,22 @@ mod tests {
             .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013)
             .collect();
         let w = Array2::from_shape_fn((n, k), |(j, c)| {
-            ((j * 31 + c * 7) % 97) as f32 * 0.021 - 1.0
+            let v = ((j * 31 + c * 7) % 97) as f32 * 0.021 - 1.0;
+            if short {
+                f32::from_bits(v.to_bits() & 0xffff_0000)
+            } else {
+                v
+            }
         });
+        let panels = Panels::pack(w.view());
+        assert_eq!(panels.is_bf16(), short);
         let b: Vec<f32> = (0..n).map(|j| j as f32 * 0.1 - 0.7).collect();
         let mut y = vec![0.0f32; m * n];
         rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
             .expect("a thread pool")
-            .install(|| Panels::pack(w.view()).linear_into(&x, m, Some(&b), &mut y));
+            .install(|| panels.linear_into(&x, m, Some(&b), &mut y));
         for i in 0..m {
             for j in 0..n {
                 let mut s = b[j];
