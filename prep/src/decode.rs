@@ -314,7 +314,7 @@ pub(crate) fn open_for_prep<'s>(src: &'s ImageSource, opts: &DecodeOptions) -> R
 pub(crate) enum ForPrep<'a> {
     /// All rows at once.
     Raster(PrepRaster),
-    /// Rows still to be read, top to bottom (a PNG whose image is used as is: no resize).
+    /// Rows still to be read, top to bottom (an 8-bit RGB PNG).
     Rows(Box<StreamRows<'a>>),
     /// An RGB JPEG to decode in stripes, resized horizontally on the way.
     Jpeg(JpegRows<'a>),
@@ -326,8 +326,9 @@ pub(crate) enum ForPrep<'a> {
 /// - a JPEG that needs no orientation, decodes to RGB and changes width is decoded by the caller
 ///   in stripes of rows, resized horizontally as they come out ([`JpegRows`]), which saves
 ///   writing and reading back full-size images;
-/// - an 8-bit RGB PNG without a colour key, used at its own size, is read row by row
-///   ([`StreamRows`]), so that the rows can be processed while the rest is still being inflated;
+/// - an 8-bit RGB PNG without a colour key that needs no orientation is read row by row
+///   ([`StreamRows`]), so that the rows can be resized and processed while the rest is still
+///   being inflated;
 /// - anything else is [`load_image`]'s image.
 pub(crate) fn decode_for_prep<'a>(
     src: &ImageSource,
@@ -364,7 +365,7 @@ pub(crate) fn decode_for_prep<'a>(
             }));
         }
     }
-    if upright && o.format == Format::Png && content == (hh, hw) {
+    if upright && o.format == Format::Png {
         let rows = png::RgbRows::open(&o.bytes, max_bytes)
             .map_err(|f| f.into_error(&src.name(), o.format))?;
         if let Some(rows) = rows.filter(|r| (r.width, r.height) == (hw, hh)) {

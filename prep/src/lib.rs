@@ -161,7 +161,7 @@ pub fn prep_images(srcs: &[ImageSource], opts: &PrepOptions) -> Result<PixelBatc
                     pixels::write_image_rows(&r, g.content, g.canvas, p, &lut, out)
                 }
                 decode::ForPrep::Rows(rows) => {
-                    pixels::stream_image_rows(*rows, g.canvas, p, &lut, out)
+                    pixels::stream_image_rows(*rows, g.content, g.canvas, p, &lut, out)
                 }
                 decode::ForPrep::Jpeg(rows) => {
                     pixels::stream_jpeg_rows(&rows, g.content, g.canvas, p, &lut, out)

@@ -328,64 +328,152 @@ pub(crate) fn write_image_rows(
 /// Hand-overs of bands per image in [`stream_image_rows`].
 const STREAM_HANDOVERS: usize = 6;
 
-/// [`write_image_rows`] for an image used at its own size whose rows are read on demand: each
-/// band is normalised into its rows on another thread while the next band's rows are decoded.
+/// [`write_image_rows`] for an image whose rows are read on demand, top to bottom: the reading
+/// thread decodes the rows that the next few bands need and hands those bands (horizontal and
+/// vertical passes, padding, normalisation into their rows) to another thread while it goes on
+/// decoding. (Neighbouring groups of bands resize the few input rows they share each.)
 pub(crate) fn stream_image_rows(
     mut rows: StreamRows<'_>,
+    content: (usize, usize),
     canvas: (usize, usize),
     p: &PixelOptions,
     lut: &NormLut,
     out: &mut [MaybeUninit<f32>],
 ) -> Result<[usize; 3]> {
-    let (ih, iw) = (rows.height(), rows.width());
-    let (h, w) = canvas;
-    if ih == 0 || iw == 0 || ih > h || iw > w {
-        return Err(PrepError::InvalidOption(format!(
-            "image {ih}x{iw} must be non-empty and fit the {h}x{w} canvas"
-        )));
-    }
+    let (in_h, in_w) = (rows.height(), rows.width());
+    let ((ch, cw), (h, w)) = (content, canvas);
+    check_content((in_h, in_w), content, canvas)?;
     let (gh, gw) = out_grid(out.len(), h, w, p)?;
     let (ps, ms, tp) = (p.patch_size, p.merge_size, p.temporal_patch_size);
     let dim = p.patch_dim();
     let unit = ps * ms;
-    let (row_in, row_out) = (iw * 3, w * 3);
-    let mut img = vec![0u8; ih * row_in];
+    let n_bands = gh / ms;
+    let band_vals = gw * ms * dim;
+    let (raw_row, row_in, row_out) = (in_w * 3, cw * 3, w * 3);
+    let vk = (ch != in_h).then(|| resize::axis_coeffs(in_h, ch));
+    let vk = vk.as_ref();
+    let pass = (cw != in_w).then(|| resize::HorizontalPass::new(in_w, cw));
+    let pass = pass.as_ref();
+    let need = |b: usize| band_input_rows(b, unit, ch, in_h, vk);
+    let mut img = vec![0u8; in_h * raw_row];
     let mut read = Ok(());
     // Bands go to the other threads a few at a time: each hand-over may wake a sleeping thread,
     // which costs the decoding thread more than a band's work.
-    let group = (gh / ms).div_ceil(STREAM_HANDOVERS).max(1);
-    let band_vals = gw * ms * dim;
+    let group = n_bands.div_ceil(STREAM_HANDOVERS).max(1);
+    let all: &mut [u8] = &mut img;
     rayon::scope(|s| {
-        let mut chunks = img.chunks_mut(group * unit * row_in);
-        for dst in out.chunks_mut(group * band_vals) {
-            let src: &[u8] = match chunks.next() {
-                Some(c) => {
-                    if let Err(e) = rows.read(c) {
-                        read = Err(e);
-                        return;
-                    }
-                    c
-                }
-                None => &[],
-            };
+        let mut rest = all;
+        let mut next = 0;
+        // rows already decoded, as (first row, rows) runs in order
+        let mut done: Vec<(usize, &[u8])> = Vec::new();
+        for (gi, dst) in out.chunks_mut(group * band_vals).enumerate() {
+            let (b0, b1) = (gi * group, ((gi + 1) * group).min(n_bands));
+            let used: Vec<(usize, usize)> = (b0..b1).map(need).filter(|(lo, hi)| lo < hi).collect();
+            let glo = used.iter().map(|r| r.0).min().unwrap_or(0);
+            let ghi = used.iter().map(|r| r.1).max().unwrap_or(0);
+            if let Err(e) = fill_rows(&mut rows, &mut rest, &mut next, ghi, raw_row, &mut done) {
+                read = Err(e);
+                return;
+            }
+            let done = done.clone();
             s.spawn(move |_| {
-                let mut band = vec![0u8; unit * row_out];
-                let mut lines = src.chunks_exact(row_in);
-                for dst in dst.chunks_mut(band_vals) {
-                    for row in band.chunks_exact_mut(row_out) {
-                        match lines.next() {
-                            Some(line) => row[..row_in].copy_from_slice(line),
-                            None => row[..row_in].fill(0),
+                let mut window = Vec::new();
+                let raw = rows_in(&done, glo, ghi, raw_row, &mut window);
+                // the group's input rows after the horizontal pass
+                let resized;
+                let src: &[u8] = match pass {
+                    None => raw,
+                    Some(pass) => {
+                        let mut out = vec![0u8; (ghi - glo) * row_in];
+                        let mut tile = pass.tile();
+                        let step = resize::HorizontalPass::ROWS;
+                        for (o, r) in out
+                            .chunks_mut(step * row_in)
+                            .zip(raw.chunks(step * raw_row))
+                        {
+                            pass.rows(&mut tile, r, o);
                         }
+                        resized = out;
+                        &resized
+                    }
+                };
+                let mut band = vec![0u8; unit * row_out];
+                for (b, dst) in (b0..b1).zip(dst.chunks_mut(band_vals)) {
+                    for (r, row) in band.chunks_exact_mut(row_out).enumerate() {
+                        let y = b * unit + r;
+                        if y >= ch {
+                            row.fill(0);
+                            continue;
+                        }
+                        let (left, pad) = row.split_at_mut(row_in);
+                        match vk {
+                            Some(k) => resize::vertical_row_dispatch(k, src, row_in, y, glo, left),
+                            None => left.copy_from_slice(&src[(y - glo) * row_in..][..row_in]),
+                        }
+                        pad.fill(0);
                     }
                     band_rows(&band, w, ps, ms, tp, lut, dst);
                 }
             });
         }
+        // rows no band reads are decoded all the same: load_image fails where they are corrupt
+        if let Err(e) = fill_rows(&mut rows, &mut rest, &mut next, in_h, raw_row, &mut done) {
+            read = Err(e);
+        }
     });
     read?;
     rows.finish()?;
     Ok([1, gh, gw])
+}
+
+/// Reads rows `next..upto` into the front of `rest`, which moves past them; the run goes to
+/// `done`.
+fn fill_rows<'a>(
+    rows: &mut StreamRows<'_>,
+    rest: &mut &'a mut [u8],
+    next: &mut usize,
+    upto: usize,
+    row_len: usize,
+    done: &mut Vec<(usize, &'a [u8])>,
+) -> Result<()> {
+    if upto <= *next {
+        return Ok(());
+    }
+    let (run, tail) = std::mem::take(rest).split_at_mut((upto - *next) * row_len);
+    rows.read(run)?;
+    done.push((*next, run));
+    *rest = tail;
+    *next = upto;
+    Ok(())
+}
+
+/// Rows `lo..hi` (of `row_len` bytes) from the decoded runs: borrowed when one run holds them,
+/// else gathered into `window`.
+fn rows_in<'a>(
+    done: &[(usize, &'a [u8])],
+    lo: usize,
+    hi: usize,
+    row_len: usize,
+    window: &'a mut Vec<u8>,
+) -> &'a [u8] {
+    if lo >= hi {
+        return &[];
+    }
+    if let Some((first, run)) = done
+        .iter()
+        .find(|(first, run)| *first <= lo && first + run.len() / row_len >= hi)
+    {
+        return &run[(lo - first) * row_len..(hi - first) * row_len];
+    }
+    window.clear();
+    for (first, run) in done {
+        let last = first + run.len() / row_len;
+        let (a, b) = (lo.max(*first), hi.min(last));
+        if a < b {
+            window.extend_from_slice(&run[(a - first) * row_len..(b - first) * row_len]);
+        }
+    }
+    window
 }
 
 /// [`write_image_rows`] for an RGB JPEG decoded here ([`JpegRows`]): each stripe of the image is
