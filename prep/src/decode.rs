@@ -3,7 +3,7 @@
 //! `../../shared/UPSTREAM.md`, "The pixel contract", items 1-2.
 //!
 //! Each format's samples are read into the PIL mode Pillow's plugin would give them
-//! ([`modes::Pixels`]), then converted with Pillow's own integer rules (`Convert.c`,
+//! (`modes::Pixels`), then converted with Pillow's own integer rules (`Convert.c`,
 //! `AlphaComposite.c`). Decoders, chosen because their pixels equal PIL's:
 //! - JPEG: libjpeg-turbo's C decoder as built by `mozjpeg-sys` (PIL bundles libjpeg-turbo; the
 //!   `image` crate's zune-jpeg reconstructs differently). ISLOW IDCT, fancy upsampling, as PIL.

@@ -77,7 +77,7 @@ fn check(b: &Budget, height: usize, width: usize) -> Result<()> {
 /// Budgets are in merged tokens; `pixels_per_token = temporal_factor * factor^2`. The dimensions are
 /// ceil-aligned to `factor`; under the minimum they are scaled by
 /// `sqrt(min_pixels / (num_frames*h*w))` first; over the maximum the content height is
-/// binary-searched ([`fit_within_budget`]). Errors where upstream raises (a maximum below one
+/// binary-searched (`fit_within_budget`). Errors where upstream raises (a maximum below one
 /// aligned patch) and for inputs upstream would divide by zero on.
 pub fn smart_resize(b: &Budget, height: usize, width: usize) -> Result<(usize, usize)> {
     check(b, height, width)?;
@@ -171,7 +171,7 @@ fn content_width_for(width: u128, content_height: u128, height: u128) -> u128 {
     (((width * content_height) as f64 / height as f64).floor() as u128).max(1)
 }
 
-/// The largest content height [`fit_within_budget`] accepts (`None` when none fits), exposed so
+/// The largest content height `fit_within_budget` accepts (`None` when none fits), exposed so
 /// tests can compare it against a brute-force search.
 pub fn fitted_content_height(b: &Budget, height: usize, width: usize) -> Result<Option<usize>> {
     check(b, height, width)?;
