@@ -485,8 +485,19 @@ fn pack_rows(x: &[f32], m: usize, k: usize) -> Vec<f32> {
     xp.par_chunks_mut((k * MR).max(1))
         .enumerate()
         .for_each(|(t, tile)| {
-            for r in 0..MR.min(m - t * MR) {
-                let row = &x[(t * MR + r) * k..(t * MR + r + 1) * k];
+            let rows = MR.min(m - t * MR);
+            let src = &x[t * MR * k..(t * MR + rows) * k];
+            if rows == MR {
+                // written in order, the six rows read side by side
+                let r: [&[f32]; MR] = std::array::from_fn(|i| &src[i * k..(i + 1) * k]);
+                for (kk, out) in tile.chunks_exact_mut(MR).enumerate() {
+                    for (o, row) in out.iter_mut().zip(&r) {
+                        *o = row[kk];
+                    }
+                }
+                return;
+            }
+            for (r, row) in src.chunks_exact(k.max(1)).enumerate() {
                 for (kk, &v) in row.iter().enumerate() {
                     tile[kk * MR + r] = v;
                 }
