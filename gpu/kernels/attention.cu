@@ -159,7 +159,7 @@ __device__ __forceinline__ void mma16816(float* c, const unsigned* a, unsigned b
 // fragment from shared memory once (ldmatrix) and uses it for its MT query tiles: shared-memory
 // traffic per MMA falls as 1/MT. The softmax scale is folded into the exponent's FMA.
 // F16: q, k, v arrive as IEEE half and P is packed as half (3 more mantissa bits than bf16 for the
-// same tensor-core rate); the output is bf16 either way.
+// same tensor-core rate), and the output is half too (the projection reads it as half).
 template <int WARPS, int MT, bool F16>
 __device__ __forceinline__ void attention_mma_body(const bf16_t* __restrict__ q, const bf16_t* __restrict__ k,
                                                    const bf16_t* __restrict__ v, const int4* __restrict__ tiles,
@@ -333,9 +333,9 @@ __device__ __forceinline__ void attention_mma_body(const bf16_t* __restrict__ q,
         for (int nt = 0; nt < 8; ++nt) {
             const int d = h * HD + nt * 8 + tq * 2;
             if (ok0[t])
-                *(unsigned*)(out + (long long)r0[t] * stride + d) = pack_bf16(o[t][nt][0] * i0, o[t][nt][1] * i0);
+                *(unsigned*)(out + (long long)r0[t] * stride + d) = pack2<F16>(o[t][nt][0] * i0, o[t][nt][1] * i0);
             if (ok1[t])
-                *(unsigned*)(out + (long long)r1 * stride + d) = pack_bf16(o[t][nt][2] * i1, o[t][nt][3] * i1);
+                *(unsigned*)(out + (long long)r1 * stride + d) = pack2<F16>(o[t][nt][2] * i1, o[t][nt][3] * i1);
         }
     }
 }

@@ -177,6 +177,19 @@ extern "C" __global__ void half_to_bf16(const unsigned short* __restrict__ x, bf
         y[i] = f2bf(h2f(x[i]));
 }
 
+// In place (raw bits), for an attention output whose type differs from the projection's input:
+// bf16 -> IEEE half, and IEEE half -> bf16.
+extern "C" __global__ void bf16_to_half(unsigned short* x, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        x[i] = f2h(bf2f(x[i]));
+}
+extern "C" __global__ void half_to_bf16_inplace(unsigned short* x, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        x[i] = f2bf(h2f(x[i]));
+}
+
 // The clamped SwiGLU over a fused [rows, 2W] gate|up product (f32, or IEEE half when in_f16;
 // bias b [2W] f32 or null): out = silu(min(g, L)) * clamp(u, -L, L), stored as act_t or as half
 // when f16. NaN propagates as in torch.

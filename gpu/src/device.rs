@@ -16,13 +16,15 @@ pub const TOWER_CU: &str = include_str!("../kernels/tower.cu");
 pub const ATTENTION_CU: &str = include_str!("../kernels/attention.cu");
 
 /// Kernel entry points of the module.
-const KERNELS: [&str; 10] = [
+const KERNELS: [&str; 12] = [
     "rms_norm",
     "add_bias",
     "bias_residual",
     "bias_residual_rms",
     "cast_act",
     "half_to_bf16",
+    "bf16_to_half",
+    "half_to_bf16_inplace",
     "swiglu",
     "layer_norm_gelu",
     "qk_norm_rope",

@@ -58,6 +58,9 @@ struct BlockW {
     /// The gate|up and down GEMMs (norm2 output, SwiGLU output, weights, gate|up output) run in
     /// IEEE half.
     mlp_f16: bool,
+    /// The projection GEMM reads the attention output as IEEE half (half weight): set with
+    /// `attn_f16` when the weight fits.
+    proj_f16: bool,
 }
 
 /// Largest |q|, |k| (after the per-head RMSNorm and the rope) and |v| that block `b` can produce,
@@ -320,14 +323,22 @@ impl GpuTower {
                 f16_ok && attention_input_bound(b, cfg.hidden_size, cfg.head_dim()) < F16_BOUND;
             let (qb, mb) = gemm_half_bounds(b, cfg.hidden_size, cfg.swiglu_limit);
             let (qkv_f16, mlp_f16) = (gemm_f16_ok && qb < F16_BOUND, gemm_f16_ok && mb < F16_BOUND);
-            let (qkv_dt, mlp_dt) = (
+            // |attention output| <= max|v| (a convex combination), inside the attn_f16 bound
+            let proj_f16 = gemm_f16_ok
+                && attn_f16
+                && b.proj_w
+                    .iter()
+                    .all(|x| x.is_finite() && (x.abs() as f64) < F16_BOUND);
+            let (qkv_dt, mlp_dt, proj_dt) = (
                 if qkv_f16 { Dt::F16 } else { act },
                 if mlp_f16 { Dt::F16 } else { act },
+                if proj_f16 { Dt::F16 } else { act },
             );
             blocks.push(BlockW {
                 attn_f16,
                 qkv_f16,
                 mlp_f16,
+                proj_f16,
                 norm1: up(n("norm1"), &s(&b.norm1), Dt::F32)?,
                 norm2: up(n("norm2"), &s(&b.norm2), Dt::F32)?,
                 qkv_w: up(n("attn.qkv.weight"), &m(&b.qkv_w), qkv_dt)?,
@@ -338,7 +349,7 @@ impl GpuTower {
                     .transpose()?,
                 q_norm: up(n("attn.q_norm"), &s(&b.q_norm), Dt::F32)?,
                 k_norm: up(n("attn.k_norm"), &s(&b.k_norm), Dt::F32)?,
-                proj_w: up(n("attn.proj.weight"), &m(&b.proj_w), act)?,
+                proj_w: up(n("attn.proj.weight"), &m(&b.proj_w), proj_dt)?,
                 proj_b: b
                     .proj_b
                     .as_ref()
@@ -927,8 +938,11 @@ impl GpuTower {
             )?;
         }
         let scale_log2 = ((hd as f64).powf(-0.5) * std::f64::consts::LOG2_E) as f32;
+        // The attention output is half when its inputs were (cuDNN, our `_f16` kernels); the
+        // projection wants half exactly when `proj_f16`; one conversion in place otherwise.
+        let att_half = f16 != 0;
         if geo.dnn {
-            self.attention_cudnn(&ws.q, &ws.k, &ws.v, &ws.att, geo, f16 != 0)?;
+            self.attention_cudnn(&ws.q, &ws.k, &ws.v, &ws.att, geo, att_half, w.proj_f16)?;
         } else if geo.ntiles > 0 {
             if geo.ntiles > i32::MAX as usize || heads > 65535 {
                 return Err(GpuError::Unsupported(format!(
@@ -953,7 +967,24 @@ impl GpuTower {
                 ],
             )?;
         }
-        self.emit(taps, &name("attn.proj.input"), &ws.att, n, d, d, 0)?;
+        // cuDNN's half output went straight to `att` only when the projection wants half
+        let att_is_half = if geo.dnn {
+            att_half && w.proj_f16
+        } else {
+            att_half
+        };
+        if (geo.dnn || geo.ntiles > 0) && att_is_half != w.proj_f16 {
+            let kernel = if att_is_half {
+                "half_to_bf16_inplace"
+            } else {
+                "bf16_to_half"
+            };
+            let total = (n * d) as i64;
+            let blocks = (n * d).div_ceil(256).clamp(1, 132 * 32) as u32;
+            dev.launch(kernel, (blocks, 1, 1), 256, &[arg(ws.att.ptr), arg(total)])?;
+        }
+        let att_dt = if w.proj_f16 { Dt::F16 } else { ws.att.dt };
+        self.emit_as(taps, &name("attn.proj.input"), &ws.att, att_dt, n, d, d, 0)?;
         dev.linear(&ws.att, &w.proj_w, &ws.h, n, d, d)?;
         let keep = wants(taps, &name("attn"));
         self.bias_residual_norm(
@@ -1103,6 +1134,7 @@ impl GpuTower {
     /// The attention through cuDNN, one call per run of equal segments; q, k, v head-major
     /// [H, N, hd] (half when `half`, else bf16), the output bf16 [N, D] in `att` (cuDNN writes
     /// half into `geo.dnn_out` first when the inputs are half).
+    #[allow(clippy::too_many_arguments)]
     fn attention_cudnn(
         &self,
         q: &DBuf,
@@ -1111,11 +1143,14 @@ impl GpuTower {
         att: &DBuf,
         geo: &Geo,
         half: bool,
+        half_out: bool,
     ) -> Result<(), GpuError> {
         let dev = &self.dev;
         let c = dev.cudnn.as_ref().expect("geo.dnn implies a cuDNN handle");
         let (n, d, hd) = (geo.n, self.cfg.hidden_size, self.cfg.head_dim());
-        let out = if half {
+        // half inputs give a half output: straight into `att` when half is wanted there
+        let convert = half && !half_out;
+        let out = if convert {
             geo.dnn_out
                 .as_ref()
                 .expect("allocated with geo.dnn for half blocks")
@@ -1135,7 +1170,7 @@ impl GpuTower {
                 ws,
             )?;
         }
-        if half {
+        if convert {
             let total = (n * d) as i64;
             let blocks = (n * d).div_ceil(256).clamp(1, 132 * 32) as u32;
             dev.launch(
