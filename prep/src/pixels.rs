@@ -306,19 +306,7 @@ pub(crate) fn write_image_rows(
     out.par_chunks_mut(gw * ms * dim).enumerate().for_each_init(
         || vec![0u8; unit * row_out],
         |band, (bi, dst)| {
-            for (r, row) in band.chunks_exact_mut(row_out).enumerate() {
-                let y = bi * unit + r;
-                if y >= ch {
-                    row.fill(0);
-                    continue;
-                }
-                let (left, pad) = row.split_at_mut(row_in);
-                match &vk {
-                    Some(k) => resize::vertical_row_dispatch(k, src, row_in, y, 0, left),
-                    None => left.copy_from_slice(&src[y * row_in..(y + 1) * row_in]),
-                }
-                pad.fill(0);
-            }
+            canvas_band(band, bi, unit, ch, row_in, vk.as_ref(), src, 0);
             band_rows(band, w, ps, ms, tp, lut, dst);
         },
     );
@@ -380,38 +368,11 @@ pub(crate) fn stream_image_rows(
                 let mut window = Vec::new();
                 let raw = rows_in(&done, glo, ghi, raw_row, &mut window);
                 // the group's input rows after the horizontal pass
-                let resized;
-                let src: &[u8] = match pass {
-                    None => raw,
-                    Some(pass) => {
-                        let mut out = vec![0u8; (ghi - glo) * row_in];
-                        let mut tile = pass.tile();
-                        let step = resize::HorizontalPass::ROWS;
-                        for (o, r) in out
-                            .chunks_mut(step * row_in)
-                            .zip(raw.chunks(step * raw_row))
-                        {
-                            pass.rows(&mut tile, r, o);
-                        }
-                        resized = out;
-                        &resized
-                    }
-                };
+                let resized = pass.map(|pass| pass.resize_rows(raw));
+                let src = resized.as_deref().unwrap_or(raw);
                 let mut band = vec![0u8; unit * row_out];
                 for (b, dst) in (b0..b1).zip(dst.chunks_mut(band_vals)) {
-                    for (r, row) in band.chunks_exact_mut(row_out).enumerate() {
-                        let y = b * unit + r;
-                        if y >= ch {
-                            row.fill(0);
-                            continue;
-                        }
-                        let (left, pad) = row.split_at_mut(row_in);
-                        match vk {
-                            Some(k) => resize::vertical_row_dispatch(k, src, row_in, y, glo, left),
-                            None => left.copy_from_slice(&src[(y - glo) * row_in..][..row_in]),
-                        }
-                        pad.fill(0);
-                    }
+                    canvas_band(&mut band, b, unit, ch, row_in, vk, src, glo);
                     band_rows(&band, w, ps, ms, tp, lut, dst);
                 }
             });
@@ -646,24 +607,18 @@ impl BandWriter<'_, '_> {
     /// Band `next` from the window (its rows are in), normalised into its rows of `dst`.
     fn write_band(&mut self) {
         let g = self.g;
-        let (row_in, row_out) = (g.cw * 3, g.w * 3);
+        let row_in = g.cw * 3;
         let b = self.next;
-        for (r, row) in self.band.chunks_exact_mut(row_out).enumerate() {
-            let y = b * g.unit + r;
-            if y >= g.ch {
-                row.fill(0);
-                continue;
-            }
-            let (left, pad) = row.split_at_mut(row_in);
-            match self.vk {
-                Some(k) => resize::vertical_row_dispatch(k, &self.win, row_in, y, self.wlo, left),
-                None => {
-                    let at = (y - self.wlo) * row_in;
-                    left.copy_from_slice(&self.win[at..at + row_in]);
-                }
-            }
-            pad.fill(0);
-        }
+        canvas_band(
+            &mut self.band,
+            b,
+            g.unit,
+            g.ch,
+            row_in,
+            self.vk,
+            &self.win,
+            self.wlo,
+        );
         let i = (b - (self.end - self.dst.len() / g.band_vals)) * g.band_vals;
         band_rows(
             &self.band,
@@ -675,6 +630,37 @@ impl BandWriter<'_, '_> {
             &mut self.dst[i..i + g.band_vals],
         );
         self.next += 1;
+    }
+}
+
+/// The canvas rows of band `b` (`unit` rows of `band.len() / unit` bytes, from canvas row
+/// `b * unit`): content rows (`row_in` bytes each, `ch` of them) made from `src`, input rows
+/// already resized horizontally of which the first is input row `base`, by the vertical pass
+/// `vk` (or copied when there is none), zero to the right of and below the content.
+#[allow(clippy::too_many_arguments)]
+fn canvas_band(
+    band: &mut [u8],
+    b: usize,
+    unit: usize,
+    ch: usize,
+    row_in: usize,
+    vk: Option<&resize::AxisCoeffs>,
+    src: &[u8],
+    base: usize,
+) {
+    let row_out = band.len() / unit;
+    for (r, row) in band.chunks_exact_mut(row_out).enumerate() {
+        let y = b * unit + r;
+        if y >= ch {
+            row.fill(0);
+            continue;
+        }
+        let (left, pad) = row.split_at_mut(row_in);
+        match vk {
+            Some(k) => resize::vertical_row_dispatch(k, src, row_in, y, base, left),
+            None => left.copy_from_slice(&src[(y - base) * row_in..][..row_in]),
+        }
+        pad.fill(0);
     }
 }
 

@@ -168,6 +168,21 @@ impl HorizontalPass {
         vec![[0u8; LANES]; (self.in_w + self.out_w) * 3]
     }
 
+    /// Resizes any number of RGB rows (`src`, `in_w * 3` bytes each) into new rows, on this
+    /// thread.
+    pub(crate) fn resize_rows(&self, src: &[u8]) -> Vec<u8> {
+        let rows = src.len() / (self.in_w * 3);
+        let mut out = vec![0u8; rows * self.out_w * 3];
+        let mut tile = self.tile();
+        for (o, r) in out
+            .chunks_mut(Self::ROWS * self.out_w * 3)
+            .zip(src.chunks(Self::ROWS * self.in_w * 3))
+        {
+            self.rows(&mut tile, r, o);
+        }
+        out
+    }
+
     /// Resizes up to [`HorizontalPass::ROWS`] RGB rows (`src`, `in_w * 3` bytes each) into `out`
     /// (`out_w * 3` bytes each).
     pub(crate) fn rows(&self, tile: &mut [[u8; LANES]], src: &[u8], out: &mut [u8]) {
