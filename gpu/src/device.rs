@@ -243,6 +243,11 @@ impl Dt {
     }
 }
 
+/// 2-byte values (little-endian) widened to f32 by `to`.
+fn halves(bytes: &[u8], to: fn([u8; 2]) -> f32) -> Vec<f32> {
+    bytes.chunks_exact(2).map(|b| to([b[0], b[1]])).collect()
+}
+
 /// A raw device buffer (freed on drop).
 pub struct DBuf {
     _mem: CudaSlice<u8>,
@@ -444,25 +449,20 @@ impl Dev {
         }
     }
 
-    /// Uploads f32 values as `dt` (F32, or Bf16 rounded to nearest even).
+    /// Uploads f32 values as `dt` (F32, or Bf16 / F16 rounded to nearest even).
     pub fn upload_f32(&self, what: &str, data: &[f32], dt: Dt) -> Result<DBuf, GpuError> {
         let buf = self.alloc(what, data.len(), dt)?;
+        let bits = |to: fn(f32) -> u16| -> Vec<u16> { data.iter().map(|&x| to(x)).collect() };
         match dt {
             Dt::F32 => self.htod(bytemuck::cast_slice(data), &buf)?,
-            Dt::Bf16 => {
-                let v: Vec<u16> = data
-                    .iter()
-                    .map(|&x| half::bf16::from_f32(x).to_bits())
-                    .collect();
-                self.htod(bytemuck::cast_slice(&v), &buf)?
-            }
-            Dt::F16 => {
-                let v: Vec<u16> = data
-                    .iter()
-                    .map(|&x| half::f16::from_f32(x).to_bits())
-                    .collect();
-                self.htod(bytemuck::cast_slice(&v), &buf)?
-            }
+            Dt::Bf16 => self.htod(
+                bytemuck::cast_slice(&bits(|x| half::bf16::from_f32(x).to_bits())),
+                &buf,
+            )?,
+            Dt::F16 => self.htod(
+                bytemuck::cast_slice(&bits(|x| half::f16::from_f32(x).to_bits())),
+                &buf,
+            )?,
             Dt::I32 => return Err(GpuError::Unsupported("f32 data uploaded as i32".into())),
         }
         Ok(buf)
@@ -536,14 +536,8 @@ impl Dev {
         }
         Ok(match dt {
             Dt::F32 => bytemuck::pod_collect_to_vec::<u8, f32>(&bytes),
-            Dt::Bf16 => bytes
-                .chunks_exact(2)
-                .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32())
-                .collect(),
-            Dt::F16 => bytes
-                .chunks_exact(2)
-                .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
-                .collect(),
+            Dt::Bf16 => halves(&bytes, |b| half::bf16::from_le_bytes(b).to_f32()),
+            Dt::F16 => halves(&bytes, |b| half::f16::from_le_bytes(b).to_f32()),
             Dt::I32 => bytemuck::pod_collect_to_vec::<u8, i32>(&bytes)
                 .into_iter()
                 .map(|v| v as f32)

@@ -73,33 +73,42 @@ fn attention_input_bound(
     d: usize,
     hd: usize,
 ) -> f64 {
-    let maxabs = |a: &mut dyn Iterator<Item = f32>| {
-        a.fold(0f64, |m, x| {
-            if x.is_finite() {
-                m.max((x as f64).abs())
-            } else {
-                f64::INFINITY
-            }
-        })
-    };
-    let qk =
-        2.0 * (hd as f64).sqrt() * maxabs(&mut b.q_norm.iter().chain(b.k_norm.iter()).copied());
-    let n1 = maxabs(&mut b.norm1.iter().copied());
-    let mut row = 0f64;
-    for r in b.qkv_w.rows().into_iter().skip(2 * d).take(d) {
-        let ss: f64 = r.iter().map(|&x| (x as f64) * (x as f64)).sum();
-        row = row.max(if ss.is_finite() {
-            ss.sqrt()
-        } else {
-            f64::INFINITY
-        });
-    }
+    let qk = 2.0 * (hd as f64).sqrt() * max_abs(b.q_norm.iter().chain(b.k_norm.iter()));
+    let n1 = max_abs(b.norm1.iter());
+    let row = max_row_norm(&b.qkv_w, 2 * d..3 * d);
     let bv = b
         .qkv_b
         .as_ref()
-        .map_or(0.0, |bb| maxabs(&mut bb.iter().skip(2 * d).copied()));
+        .map_or(0.0, |bb| max_abs(bb.iter().skip(2 * d)));
     let v = (d as f64).sqrt() * n1 * row + bv;
     qk.max(v)
+}
+
+/// Largest |x|; infinite when a value is not finite.
+fn max_abs<'a>(values: impl Iterator<Item = &'a f32>) -> f64 {
+    values.fold(0f64, |m, &x| {
+        if x.is_finite() {
+            m.max((x as f64).abs())
+        } else {
+            f64::INFINITY
+        }
+    })
+}
+
+/// Largest L2 norm of the rows `rows` of `w`; infinite when one is not finite.
+fn max_row_norm(w: &Array2<f32>, rows: std::ops::Range<usize>) -> f64 {
+    w.rows()
+        .into_iter()
+        .skip(rows.start)
+        .take(rows.len())
+        .fold(0f64, |m, r| {
+            let ss: f64 = r.iter().map(|&x| (x as f64) * (x as f64)).sum();
+            m.max(if ss.is_finite() {
+                ss.sqrt()
+            } else {
+                f64::INFINITY
+            })
+        })
 }
 
 /// Largest magnitudes the IEEE-half GEMMs of block `b` can see, from its weights alone:
@@ -114,32 +123,20 @@ fn gemm_half_bounds(
     limit: f64,
 ) -> (f64, f64) {
     let fin = |x: f64| if x.is_finite() { x } else { f64::INFINITY };
-    let maxabs =
-        |a: &mut dyn Iterator<Item = f32>| a.fold(0f64, |m, x| fin(m.max((x as f64).abs())));
-    let max_row_norm = |w: &Array2<f32>, rows: std::ops::Range<usize>| {
-        w.rows()
-            .into_iter()
-            .skip(rows.start)
-            .take(rows.len())
-            .fold(0f64, |m, r| {
-                let ss: f64 = r.iter().map(|&x| (x as f64) * (x as f64)).sum();
-                m.max(fin(ss).sqrt())
-            })
-    };
     let sd = (d as f64).sqrt();
-    let n1 = sd * maxabs(&mut b.norm1.iter().copied());
-    let qkv_w = maxabs(&mut b.qkv_w.iter().copied());
+    let n1 = sd * max_abs(b.norm1.iter());
+    let qkv_w = max_abs(b.qkv_w.iter());
     let qkv = n1
         .max(n1 * max_row_norm(&b.qkv_w, 0..b.qkv_w.nrows()))
         .max(qkv_w);
-    let n2 = sd * maxabs(&mut b.norm2.iter().copied());
+    let n2 = sd * max_abs(b.norm2.iter());
     let inter = b.gate_up_w.nrows() / 2;
     let g = n2 * max_row_norm(&b.gate_up_w, 0..inter);
     let u = n2 * max_row_norm(&b.gate_up_w, inter..2 * inter);
     let (bg, bu) = b.gate_up_b.as_ref().map_or((0.0, 0.0), |bb| {
         (
-            maxabs(&mut bb.iter().take(inter).copied()),
-            maxabs(&mut bb.iter().skip(inter).copied()),
+            max_abs(bb.iter().take(inter)),
+            max_abs(bb.iter().skip(inter)),
         )
     });
     let lim = if limit.is_nan() {
@@ -152,8 +149,8 @@ fn gemm_half_bounds(
         .max(g)
         .max(u)
         .max(fin(m))
-        .max(maxabs(&mut b.gate_up_w.iter().copied()))
-        .max(maxabs(&mut b.down_w.iter().copied()));
+        .max(max_abs(b.gate_up_w.iter()))
+        .max(max_abs(b.down_w.iter()));
     (qkv, mlp)
 }
 
