@@ -16,11 +16,12 @@ pub const TOWER_CU: &str = include_str!("../kernels/tower.cu");
 pub const ATTENTION_CU: &str = include_str!("../kernels/attention.cu");
 
 /// Kernel entry points of the module.
-const KERNELS: [&str; 12] = [
+const KERNELS: [&str; 13] = [
     "rms_norm",
     "add_bias",
     "bias_residual",
     "bias_residual_rms",
+    "bias_residual_rms_1024",
     "cast_act",
     "half_to_bf16",
     "bf16_to_half",

@@ -61,6 +61,10 @@ struct BlockW {
     /// The projection GEMM reads the attention output as IEEE half (half weight): set with
     /// `attn_f16` when the weight fits.
     proj_f16: bool,
+    /// The projection GEMM writes IEEE half (with `proj_f16`, where [`proj_out_bound`] allows).
+    proj_out_f16: bool,
+    /// The down GEMM writes IEEE half (with `mlp_f16`, where [`HalfBounds::down_out`] allows).
+    down_out_f16: bool,
 }
 
 /// Largest |q|, |k| (after the per-head RMSNorm and the rope) and |v| that block `b` can produce,
@@ -111,17 +115,30 @@ fn max_row_norm(w: &Array2<f32>, rows: std::ops::Range<usize>) -> f64 {
         })
 }
 
-/// Largest magnitudes the IEEE-half GEMMs of block `b` can see, from its weights alone:
-/// `(qkv, mlp)`. An RMSNorm output row has L2 norm at most sqrt(d) max|w| (so no entry above
-/// that), a GEMM output entry j at most that times ||W[j]||_2 (Cauchy-Schwarz; the biases are
-/// added later in f32), and the SwiGLU output at most max(min(g, L), 0.28) min(|u|, L) with g, u
-/// the biased gate and up bounds and L the swiglu limit (silu is never below -0.2785).
+/// Largest magnitudes the IEEE-half GEMMs of block `b` can see, from its weights alone (see
+/// [`gemm_half_bounds`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct HalfBounds {
+    /// The qkv GEMM: its input (norm1 output), weight and output.
+    qkv: f64,
+    /// The gate|up and down GEMMs' inputs (norm2 output, SwiGLU output), weights and the
+    /// gate|up output.
+    mlp: f64,
+    /// The down GEMM's output (before its bias).
+    down_out: f64,
+}
+
+/// [`HalfBounds`] of block `b`. An RMSNorm output row has L2 norm at most sqrt(d) max|w| (so no
+/// entry above that), a GEMM output entry j at most the input row's L2 norm times ||W[j]||_2
+/// (Cauchy-Schwarz; the biases are added later in f32), and the SwiGLU output at most
+/// max(min(g, L), 0.28) min(|u|, L) with g, u the biased gate and up bounds and L the swiglu
+/// limit (silu is never below -0.2785), so a down input row at most sqrt(I) times that.
 /// Each figure also covers the weights' own entries. Infinite when a weight is not finite.
 fn gemm_half_bounds(
     b: &glm5v_reference::weights::BlockWeights<f32>,
     d: usize,
     limit: f64,
-) -> (f64, f64) {
+) -> HalfBounds {
     let fin = |x: f64| if x.is_finite() { x } else { f64::INFINITY };
     let sd = (d as f64).sqrt();
     let n1 = sd * max_abs(b.norm1.iter());
@@ -151,7 +168,16 @@ fn gemm_half_bounds(
         .max(fin(m))
         .max(max_abs(b.gate_up_w.iter()))
         .max(max_abs(b.down_w.iter()));
-    (qkv, mlp)
+    let down_out = fin((inter as f64).sqrt() * fin(m) * max_row_norm(&b.down_w, 0..d));
+    HalfBounds { qkv, mlp, down_out }
+}
+
+/// Largest |entry| of the projection GEMM's output (before its bias) of block `b`: the attention
+/// output is a convex combination of v rows, so each entry is at most `att` (the bound of
+/// [`attention_input_bound`]) and a row's L2 norm at most sqrt(d) `att`; times ||W_proj[j]||_2.
+fn proj_out_bound(b: &glm5v_reference::weights::BlockWeights<f32>, d: usize, att: f64) -> f64 {
+    let r = (d as f64).sqrt() * att * max_row_norm(&b.proj_w, 0..b.proj_w.nrows());
+    if r.is_nan() { f64::INFINITY } else { r }
 }
 
 /// Attention inputs go to half precision only below this bound (a factor 4 under the largest
@@ -316,16 +342,24 @@ impl GpuTower {
         let gemm_f16_ok = bf16 && std::env::var("GLM5V_GPU_GEMM_F16").as_deref() != Ok("0");
         for (i, b) in tw.blocks.iter().enumerate() {
             let n = |x: &str| format!("blocks.{i}.{x}");
-            let attn_f16 =
-                f16_ok && attention_input_bound(b, cfg.hidden_size, cfg.head_dim()) < F16_BOUND;
-            let (qb, mb) = gemm_half_bounds(b, cfg.hidden_size, cfg.swiglu_limit);
-            let (qkv_f16, mlp_f16) = (gemm_f16_ok && qb < F16_BOUND, gemm_f16_ok && mb < F16_BOUND);
+            let att_bound = attention_input_bound(b, cfg.hidden_size, cfg.head_dim());
+            let attn_f16 = f16_ok && att_bound < F16_BOUND;
+            let hb = gemm_half_bounds(b, cfg.hidden_size, cfg.swiglu_limit);
+            let (qkv_f16, mlp_f16) = (
+                gemm_f16_ok && hb.qkv < F16_BOUND,
+                gemm_f16_ok && hb.mlp < F16_BOUND,
+            );
             // |attention output| <= max|v| (a convex combination), inside the attn_f16 bound
             let proj_f16 = gemm_f16_ok
                 && attn_f16
                 && b.proj_w
                     .iter()
                     .all(|x| x.is_finite() && (x.abs() as f64) < F16_BOUND);
+            // GLM5V_GPU_OUT_F16=0 keeps the projection and down outputs f32 (A/B, bisecting)
+            let out_ok = std::env::var("GLM5V_GPU_OUT_F16").as_deref() != Ok("0");
+            let proj_out_f16 =
+                out_ok && proj_f16 && proj_out_bound(b, cfg.hidden_size, att_bound) < F16_BOUND;
+            let down_out_f16 = out_ok && mlp_f16 && hb.down_out < F16_BOUND;
             let (qkv_dt, mlp_dt, proj_dt) = (
                 if qkv_f16 { Dt::F16 } else { act },
                 if mlp_f16 { Dt::F16 } else { act },
@@ -336,6 +370,8 @@ impl GpuTower {
                 qkv_f16,
                 mlp_f16,
                 proj_f16,
+                proj_out_f16,
+                down_out_f16,
                 norm1: up(n("norm1"), &s(&b.norm1), Dt::F32)?,
                 norm2: up(n("norm2"), &s(&b.norm2), Dt::F32)?,
                 qkv_w: up(n("attn.qkv.weight"), &m(&b.qkv_w), qkv_dt)?,
@@ -672,10 +708,14 @@ impl GpuTower {
         )
     }
 
-    /// Blocks of the row kernels (`ROW_WARPS` = 8 rows a block).
-    fn row_blocks(rows: usize) -> Result<u32, GpuError> {
-        u32::try_from(rows.div_ceil(8).max(1))
-            .map_err(|_| GpuError::Unsupported(format!("{rows} rows for a row kernel")))
+    /// Launch shape of the row kernels (one warp a row): 8 rows a block (`ROW_WARPS`), or one
+    /// when there are few rows, so that they spread over the SMs (64 rows in blocks of 8 kept
+    /// 8 of 132 SMs busy; measured on the 112x112 image: bias_residual_rms 12.6 us a launch).
+    fn row_launch(rows: usize) -> Result<((u32, u32, u32), u32), GpuError> {
+        let per = if rows < 2 * 132 * 8 { 1 } else { 8 };
+        let blocks = u32::try_from(rows.div_ceil(per).max(1))
+            .map_err(|_| GpuError::Unsupported(format!("{rows} rows for a row kernel")))?;
+        Ok(((blocks, 1, 1), 32 * per as u32))
     }
 
     /// RMSNorm of `x` (f32) into `y`: act, or IEEE half when `f16`.
@@ -689,10 +729,11 @@ impl GpuTower {
         f16: bool,
     ) -> Result<(), GpuError> {
         let (r, c, eps) = (rows as i64, cols as i32, self.cfg.rms_norm_eps as f32);
+        let (grid, threads) = Self::row_launch(rows)?;
         self.dev.launch(
             "rms_norm",
-            (Self::row_blocks(rows)?, 1, 1),
-            256,
+            grid,
+            threads,
             &[
                 arg(x.ptr),
                 arg(w.ptr),
@@ -705,51 +746,84 @@ impl GpuTower {
         )
     }
 
+    /// `v = h + b` (`h` f32, or IEEE half when `h16`), `x += v`; `h_out` (`h` itself when that is
+    /// f32, see [`GpuTower::branch_tap`]) gets `v` (a wanted tap).
+    #[allow(clippy::too_many_arguments)]
     fn bias_residual(
         &self,
         h: &DBuf,
+        h16: bool,
         b: Option<&DBuf>,
         x: &DBuf,
+        h_out: Option<&DBuf>,
         rows: usize,
         cols: usize,
     ) -> Result<(), GpuError> {
         let (r, c) = (rows as i64, cols as i32);
         let bp = b.map_or(0u64, |b| b.ptr);
+        let (keep, op) = Self::keep_args(h, h_out);
         self.dev.launch(
             "bias_residual",
             self.dev.grid_for(rows * cols),
             256,
-            &[arg(h.ptr), arg(bp), arg(x.ptr), arg(r), arg(c)],
+            &[
+                arg(h.ptr),
+                arg(bp),
+                arg(x.ptr),
+                arg(op),
+                arg(r),
+                arg(c),
+                arg(keep),
+                arg(h16 as i32),
+            ],
         )
+    }
+
+    /// The kernels' `keep_h` flag and `h_out` pointer for a branch tap going to `h_out`: the
+    /// kernels write through `h` itself when `h_out` is `h` (their pointers are restrict).
+    fn keep_args(h: &DBuf, h_out: Option<&DBuf>) -> (i32, u64) {
+        match h_out {
+            None => (0, 0),
+            Some(o) if o.ptr == h.ptr => (1, 0),
+            Some(o) => (1, o.ptr),
+        }
     }
 
     /// `bias_residual` then `rms` (weight `norm_w`, into `y`; IEEE half when `f16`) as one
     /// kernel when the row fits in a warp's registers (`cols <= 2048`), else the two kernels.
-    /// `keep_h`: write `h + b` back to `h` (a wanted tap).
     #[allow(clippy::too_many_arguments)]
     fn bias_residual_norm(
         &self,
         h: &DBuf,
+        h16: bool,
         b: Option<&DBuf>,
         x: &DBuf,
+        h_out: Option<&DBuf>,
         norm_w: &DBuf,
         y: &DBuf,
         rows: usize,
         cols: usize,
-        keep_h: bool,
         f16: bool,
     ) -> Result<(), GpuError> {
         if cols > 32 * 64 {
-            self.bias_residual(h, b, x, rows, cols)?;
+            self.bias_residual(h, h16, b, x, h_out, rows, cols)?;
             return self.rms(x, norm_w, y, rows, cols, f16);
         }
-        let (r, c, keep) = (rows as i64, cols as i32, keep_h as i32);
+        let (r, c) = (rows as i64, cols as i32);
         let eps = self.cfg.rms_norm_eps as f32;
         let bp = b.map_or(0u64, |b| b.ptr);
+        let (keep, op) = Self::keep_args(h, h_out);
+        let (grid, threads) = Self::row_launch(rows)?;
+        // the model's hidden size has a kernel of its own (fewer registers a thread)
+        let kernel = if cols == 1024 {
+            "bias_residual_rms_1024"
+        } else {
+            "bias_residual_rms"
+        };
         self.dev.launch(
-            "bias_residual_rms",
-            (Self::row_blocks(rows)?, 1, 1),
-            256,
+            kernel,
+            grid,
+            threads,
             &[
                 arg(h.ptr),
                 arg(bp),
@@ -758,11 +832,24 @@ impl GpuTower {
                 arg(y.ptr),
                 arg(r),
                 arg(c),
+                arg(op),
                 arg(keep),
                 arg(eps),
                 arg(f16 as i32),
+                arg(h16 as i32),
             ],
         )
+    }
+
+    /// Where a block's branch output `h + b` goes when its tap `wanted`: back into `ws.h` when
+    /// that holds f32, else (a half GEMM output) the f32 scratch `ws.tq` (its q_norm tap was
+    /// handed over already); nowhere when not wanted.
+    fn branch_tap<'w>(&self, ws: &'w Ws, wanted: bool, h16: bool) -> Option<&'w DBuf> {
+        match (wanted, h16) {
+            (false, _) => None,
+            (true, false) => Some(&ws.h),
+            (true, true) => Some(ws.tq.as_ref().expect("allocated when taps are wanted")),
+        }
     }
 
     /// The clamped SwiGLU of `gu` (+ `b`) into `out`; `half`: `gu` holds IEEE half and `out`
@@ -779,8 +866,15 @@ impl GpuTower {
     ) -> Result<(), GpuError> {
         let (r, wdt, lim) = (rows as i64, width as i32, self.cfg.swiglu_limit as f32);
         let bp = b.map_or(0u64, |b| b.ptr);
-        // x: column groups (4 columns a thread when the width allows), y: rows (grid-stride).
-        let per = if width.is_multiple_of(4) { 4 } else { 1 };
+        // x: column groups (8 or 4 columns a thread when the types and width allow: the
+        // kernel's SWIGLU_PER), y: rows (grid-stride).
+        let per = if half && width.is_multiple_of(8) {
+            8
+        } else if width.is_multiple_of(4) {
+            4
+        } else {
+            1
+        };
         let gx = width.div_ceil(per * 256).max(1);
         let gy = rows.clamp(1, 65535);
         self.dev.launch(
@@ -889,12 +983,19 @@ impl GpuTower {
         } else {
             att_kernel.ends_with("_f16") as i32
         };
-        // One warp per (token, head), 4 warps a block, grid-stride.
-        let qkr_blocks = (n * heads).div_ceil(4).clamp(1, 132 * 64);
+        // Grid-stride; a warp takes four (token, head) items at head_dim 64, else one; 4 warps
+        // a block, or one when there are few items (over more SMs, as `row_launch`).
+        let per_warp = if hd == 64 { 4 } else { 1 };
+        let warps = if n * heads < 2 * 132 * 4 * per_warp {
+            1
+        } else {
+            4
+        };
+        let qkr_blocks = (n * heads).div_ceil(per_warp * warps).clamp(1, 132 * 64);
         dev.launch(
             "qk_norm_rope",
             (qkr_blocks as u32, 1, 1),
-            128,
+            32 * warps as u32,
             &[
                 arg(ws.qkv.ptr),
                 arg(qkv_bias),
@@ -982,20 +1083,24 @@ impl GpuTower {
         }
         let att_dt = if w.proj_f16 { Dt::F16 } else { ws.att.dt };
         self.emit_as(taps, &name("attn.proj.input"), &ws.att, att_dt, n, d, d, 0)?;
-        dev.linear(&ws.att, &w.proj_w, &ws.h, n, d, d)?;
-        let keep = wants(taps, &name("attn"));
+        let (po, dno) = (w.proj_out_f16, w.down_out_f16);
+        dev.linear_to(&ws.att, &w.proj_w, &ws.h, half_or(po, Dt::F32), n, d, d)?;
+        let h_tap = self.branch_tap(ws, wants(taps, &name("attn")), po);
         self.bias_residual_norm(
             &ws.h,
+            po,
             w.proj_b.as_ref(),
             &ws.x,
+            h_tap,
             &w.norm2,
             &ws.xn,
             n,
             d,
-            keep,
             mh,
         )?;
-        self.emit(taps, &name("attn"), &ws.h, n, d, d, 0)?;
+        if let Some(t) = h_tap {
+            self.emit(taps, &name("attn"), t, n, d, d, 0)?;
+        }
         self.emit_as(
             taps,
             &name("norm2"),
@@ -1016,25 +1121,26 @@ impl GpuTower {
             2 * inter,
         )?;
         self.swiglu(&ws.gu, w.gate_up_b.as_ref(), &ws.m, n, inter, mh)?;
-        dev.linear(&ws.m, &w.down_w, &ws.h, n, inter, d)?;
+        dev.linear_to(&ws.m, &w.down_w, &ws.h, half_or(dno, Dt::F32), n, inter, d)?;
+        let h_tap = self.branch_tap(ws, wants(taps, &name("mlp")), dno);
         match next {
-            Some(nb) => {
-                let keep = wants(taps, &name("mlp"));
-                self.bias_residual_norm(
-                    &ws.h,
-                    w.down_b.as_ref(),
-                    &ws.x,
-                    &nb.norm1,
-                    &ws.xn,
-                    n,
-                    d,
-                    keep,
-                    nb.qkv_f16,
-                )?
-            }
-            None => self.bias_residual(&ws.h, w.down_b.as_ref(), &ws.x, n, d)?,
+            Some(nb) => self.bias_residual_norm(
+                &ws.h,
+                dno,
+                w.down_b.as_ref(),
+                &ws.x,
+                h_tap,
+                &nb.norm1,
+                &ws.xn,
+                n,
+                d,
+                nb.qkv_f16,
+            )?,
+            None => self.bias_residual(&ws.h, dno, w.down_b.as_ref(), &ws.x, h_tap, n, d)?,
         }
-        self.emit(taps, &name("mlp"), &ws.h, n, d, d, 0)?;
+        if let Some(t) = h_tap {
+            self.emit(taps, &name("mlp"), t, n, d, d, 0)?;
+        }
         self.emit(taps, &name(""), &ws.x, n, d, d, 0)?;
         Ok(())
     }
@@ -1504,20 +1610,45 @@ mod tests {
         gb[2] = -1.0;
         gb[5] = 0.5;
         b.gate_up_b = Some(gb);
-        let (q, m) = gemm_half_bounds(&b, 4, 7.0);
-        assert!((q - 400.0).abs() < 1e-9, "{q}");
-        assert!((m - 21.0).abs() < 1e-9, "{m}"); // 3 * 7
-        let (_, m) = gemm_half_bounds(&b, 4, 100.0);
-        assert!((m - 31.5).abs() < 1e-9, "{m}"); // 3 * 10.5
-        let (_, m) = gemm_half_bounds(&b, 4, f64::NAN);
-        assert!((m - 31.5).abs() < 1e-9, "{m}");
+        let hb = gemm_half_bounds(&b, 4, 7.0);
+        assert!((hb.qkv - 400.0).abs() < 1e-9, "{hb:?}");
+        assert!((hb.mlp - 21.0).abs() < 1e-9, "{hb:?}"); // 3 * 7
+        assert_eq!(hb.down_out, 0.0, "a zero down weight"); // sqrt(4) * 21 * 0
+        let hb = gemm_half_bounds(&b, 4, 100.0);
+        assert!((hb.mlp - 31.5).abs() < 1e-9, "{hb:?}"); // 3 * 10.5
+        let hb = gemm_half_bounds(&b, 4, f64::NAN);
+        assert!((hb.mlp - 31.5).abs() < 1e-9, "{hb:?}");
         b.down_w[[0, 0]] = -50.0; // a weight itself must fit
-        let (_, m) = gemm_half_bounds(&b, 4, 7.0);
-        assert!((m - 50.0).abs() < 1e-9, "{m}");
+        b.down_w[[1, 2]] = 30.0; // row 1: norm 30 < 50
+        let hb = gemm_half_bounds(&b, 4, 7.0);
+        assert!((hb.mlp - 50.0).abs() < 1e-9, "{hb:?}");
+        // a down input row has L2 norm <= sqrt(I = 4) * 21; times the largest row norm, 50
+        assert!((hb.down_out - 2100.0).abs() < 1e-9, "{hb:?}");
         b.gate_up_w[[7, 3]] = f32::NAN;
-        let (q, m) = gemm_half_bounds(&b, 4, 7.0);
-        assert!(m.is_infinite() && (q - 400.0).abs() < 1e-9, "{q} {m}");
+        let hb = gemm_half_bounds(&b, 4, 7.0);
+        // the clamps still bound the SwiGLU output (the block stays f32: mlp is infinite)
+        assert!(
+            hb.mlp.is_infinite() && (hb.down_out - 2100.0).abs() < 1e-9 && hb.qkv == 400.0,
+            "{hb:?}"
+        );
+        assert!(gemm_half_bounds(&b, 4, f64::NAN).down_out.is_infinite());
         b.norm1[0] = f32::INFINITY;
-        assert!(gemm_half_bounds(&b, 4, 7.0).0.is_infinite());
+        assert!(gemm_half_bounds(&b, 4, 7.0).qkv.is_infinite());
+    }
+
+    /// The projection output: sqrt(d) * att * the largest row norm of W_proj.
+    #[test]
+    fn proj_out_bound_follows_the_attention_bound() {
+        let mut b = block();
+        assert_eq!(proj_out_bound(&b, 4, 20.5), 0.0, "a zero weight");
+        b.proj_w
+            .row_mut(2)
+            .assign(&ndarray::arr1(&[0.0, 0.6, 0.8, 0.0])); // norm 1
+        b.proj_w[[3, 0]] = -2.0; // norm 2
+        let got = proj_out_bound(&b, 4, 20.5);
+        assert!((got - 2.0 * 20.5 * 2.0).abs() < 1e-9, "{got}");
+        assert!(proj_out_bound(&b, 4, f64::INFINITY).is_infinite());
+        b.proj_w[[0, 1]] = f32::NAN;
+        assert!(proj_out_bound(&b, 4, 20.5).is_infinite());
     }
 }

@@ -81,6 +81,7 @@ fn kernels_compile_with_nvrtc() {
                 "add_bias",
                 "bias_residual",
                 "bias_residual_rms",
+                "bias_residual_rms_1024",
             ] {
                 assert!(
                     ptx.contains(&format!(".entry {k}")),
