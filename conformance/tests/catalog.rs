@@ -81,14 +81,6 @@ fn peak_during<R>(f: impl FnOnce() -> R) -> (R, usize) {
 // ---------------------------------------------------------------------------------------------
 // Hand-made PNGs (stored deflate blocks), so tests can write any header and cut anywhere.
 
-fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
-    out.extend((data.len() as u32).to_be_bytes());
-    let mut body = kind.to_vec();
-    body.extend(data);
-    out.extend(&body);
-    out.extend(crc32fast::hash(&body).to_be_bytes());
-}
-
 fn zlib_stored(data: &[u8]) -> Vec<u8> {
     let mut out = vec![0x78, 0x01];
     let blocks: Vec<&[u8]> = if data.is_empty() {
@@ -121,18 +113,10 @@ fn png_rgb(w: u32, h: u32, pixels: &[u8]) -> Vec<u8> {
     png_with_header(w, h, &zlib_stored(&raw))
 }
 
-/// A PNG whose IHDR says `w x h` (8-bit RGB) with the given IDAT payload.
-fn png_with_header(w: u32, h: u32, idat: &[u8]) -> Vec<u8> {
-    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
-    let mut ihdr = Vec::new();
-    ihdr.extend(w.to_be_bytes());
-    ihdr.extend(h.to_be_bytes());
-    ihdr.extend([8, 2, 0, 0, 0]);
-    chunk(&mut out, b"IHDR", &ihdr);
-    chunk(&mut out, b"IDAT", idat);
-    chunk(&mut out, b"IEND", &[]);
-    out
-}
+/// A PNG whose IHDR says `w x h` (8-bit RGB) with the given IDAT payload: prep's test helper.
+#[path = "../../prep/tests/common/mod.rs"]
+mod prep_common;
+use prep_common::png_header as png_with_header;
 
 fn bytes_src(name: &str, b: Vec<u8>) -> ImageSource {
     ImageSource::Bytes {
