@@ -70,7 +70,7 @@ struct BlockW {
 /// Largest |q|, |k| (after the per-head RMSNorm and the rope) and |v| that block `b` can produce,
 /// from its weights alone: RMSNorm gives a row of L2 norm sqrt(n) before its weight, so
 /// |q_d| <= sqrt(hd) max|w_q| (the rope adds at most a factor 2), and
-/// |v_j| <= sqrt(d) max|norm1| ||W_v[j]||_2 + |b_v[j]| (Cauchy-Schwarz). Infinite when a weight is
+/// `|v_j| <= sqrt(d) max|norm1| ||W_v[j]||_2 + |b_v[j]|` (Cauchy-Schwarz). Infinite when a weight is
 /// not finite.
 fn attention_input_bound(
     b: &glm5v_reference::weights::BlockWeights<f32>,
@@ -129,7 +129,7 @@ struct HalfBounds {
 }
 
 /// [`HalfBounds`] of block `b`. An RMSNorm output row has L2 norm at most sqrt(d) max|w| (so no
-/// entry above that), a GEMM output entry j at most the input row's L2 norm times ||W[j]||_2
+/// entry above that), a GEMM output entry j at most the input row's L2 norm times `||W[j]||_2`
 /// (Cauchy-Schwarz; the biases are added later in f32), and the SwiGLU output at most
 /// max(min(g, L), 0.28) min(|u|, L) with g, u the biased gate and up bounds and L the swiglu
 /// limit (silu is never below -0.2785), so a down input row at most sqrt(I) times that.
@@ -174,7 +174,7 @@ fn gemm_half_bounds(
 
 /// Largest |entry| of the projection GEMM's output (before its bias) of block `b`: the attention
 /// output is a convex combination of v rows, so each entry is at most `att` (the bound of
-/// [`attention_input_bound`]) and a row's L2 norm at most sqrt(d) `att`; times ||W_proj[j]||_2.
+/// [`attention_input_bound`]) and a row's L2 norm at most sqrt(d) `att`; times `||W_proj[j]||_2`.
 fn proj_out_bound(b: &glm5v_reference::weights::BlockWeights<f32>, d: usize, att: f64) -> f64 {
     let r = (d as f64).sqrt() * att * max_row_norm(&b.proj_w, 0..b.proj_w.nrows());
     if r.is_nan() { f64::INFINITY } else { r }
