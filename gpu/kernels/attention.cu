@@ -114,17 +114,7 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool full
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 
-// Two f32 -> one bf16x2 or f16x2 (round to nearest even), `lo` in the low half.
-__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
-    unsigned r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-__device__ __forceinline__ unsigned pack_f16(float lo, float hi) {
-    unsigned r;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
+// pack_bf16 / pack_f16 (common.cuh) by type.
 template <bool F16>
 __device__ __forceinline__ unsigned pack2(float lo, float hi) {
     return F16 ? pack_f16(lo, hi) : pack_bf16(lo, hi);

@@ -32,6 +32,23 @@ __device__ __forceinline__ float h2f(unsigned short h) {
     return f;
 }
 
+// Four IEEE halves (raw bits, two to a word, the first in the low half) -> f32.
+__device__ __forceinline__ float4 half4_of(unsigned a, unsigned b) {
+    return make_float4(h2f(a & 0xffffu), h2f(a >> 16), h2f(b & 0xffffu), h2f(b >> 16));
+}
+
+// Two f32 -> one bf16x2 or f16x2 (round to nearest even), `lo` in the low half.
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+__device__ __forceinline__ unsigned pack_f16(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
 #if ACT_BF16
 typedef bf16_t act_t;
 __device__ __forceinline__ float act_ld(const act_t* p, long long i) { return bf2f(p[i]); }
@@ -64,10 +81,7 @@ __device__ __forceinline__ void act_st_h(act_t* p, long long i, float v, int f16
 __device__ __forceinline__ void act_st4_h(act_t* p, long long i, float4 v, int f16) {
 #if ACT_BF16
     if (f16) {
-        uint2 w;
-        w.x = (unsigned)f2h(v.x) | ((unsigned)f2h(v.y) << 16);
-        w.y = (unsigned)f2h(v.z) | ((unsigned)f2h(v.w) << 16);
-        *(uint2*)(p + i) = w;
+        *(uint2*)(p + i) = make_uint2(pack_f16(v.x, v.y), pack_f16(v.z, v.w));
         return;
     }
 #endif
@@ -82,7 +96,7 @@ __device__ __forceinline__ float out_ld(const void* p, long long i, int f16) {
 __device__ __forceinline__ float4 out_ld4(const void* p, long long i, int f16) {
     if (f16) {
         const uint2 a = *(const uint2*)((const unsigned short*)p + i);
-        return make_float4(h2f(a.x & 0xffffu), h2f(a.x >> 16), h2f(a.y & 0xffffu), h2f(a.y >> 16));
+        return half4_of(a.x, a.y);
     }
     return *(const float4*)((const float*)p + i);
 }

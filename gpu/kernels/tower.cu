@@ -82,11 +82,6 @@ extern "C" __global__ void bias_residual(void* __restrict__ h, const float* __re
 // + eps)). One warp per row (as rms_norm, same summation order), the row held in registers:
 // cols <= 32 * RES_MAXV.
 #define RES_MAXV 64
-// h's four values c..c+3 (c a multiple of 4): f32, or IEEE half when H16.
-template <bool H16>
-__device__ __forceinline__ float4 branch_ld4(const void* __restrict__ h, long long i) {
-    return out_ld4(h, i, H16);
-}
 // The body, with the type of h fixed (a branch on it per element held the loads back) and NV, the
 // float4 slots a lane holds on the vector path (cols <= 128 NV; the hidden size 1024 gets exactly
 // 8: no idle slots holding registers).
@@ -115,7 +110,7 @@ __device__ __forceinline__ void bias_residual_rms_body(void* __restrict__ h, con
             hv4[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             xv4[i] = hv4[i];
             if (c < n4) {
-                hv4[i] = branch_ld4<H16>(h, base + 4 * c);
+                hv4[i] = out_ld4(h, base + 4 * c, H16);
                 xv4[i] = x4[c];
             }
         }
@@ -245,12 +240,6 @@ __device__ __forceinline__ float swiglu1(float g, float u, float limit) {
 // division per element, 16-byte loads on the vector paths.
 #define SWIGLU_PER(width, in_f16, f16) \
     ((ACT_BF16 && (in_f16) && (f16) && ((width) & 7) == 0) ? 8 : (((width) & 3) == 0 ? 4 : 1))
-__device__ __forceinline__ float4 half4_of(unsigned a, unsigned b) {
-    return make_float4(h2f(a & 0xffffu), h2f(a >> 16), h2f(b & 0xffffu), h2f(b >> 16));
-}
-__device__ __forceinline__ unsigned half2_bits(float lo, float hi) {
-    return (unsigned)f2h(lo) | ((unsigned)f2h(hi) << 16);
-}
 extern "C" __global__ void swiglu(const void* __restrict__ gu, const float* __restrict__ b,
                                   act_t* __restrict__ out, long long rows, int width, float limit,
                                   int in_f16, int f16) {
@@ -275,10 +264,10 @@ extern "C" __global__ void swiglu(const void* __restrict__ gu, const float* __re
                 }
             }
             uint4 o;
-            o.x = half2_bits(swiglu1(g[0].x, u[0].x, limit), swiglu1(g[0].y, u[0].y, limit));
-            o.y = half2_bits(swiglu1(g[0].z, u[0].z, limit), swiglu1(g[0].w, u[0].w, limit));
-            o.z = half2_bits(swiglu1(g[1].x, u[1].x, limit), swiglu1(g[1].y, u[1].y, limit));
-            o.w = half2_bits(swiglu1(g[1].z, u[1].z, limit), swiglu1(g[1].w, u[1].w, limit));
+            o.x = pack_f16(swiglu1(g[0].x, u[0].x, limit), swiglu1(g[0].y, u[0].y, limit));
+            o.y = pack_f16(swiglu1(g[0].z, u[0].z, limit), swiglu1(g[0].w, u[0].w, limit));
+            o.z = pack_f16(swiglu1(g[1].x, u[1].x, limit), swiglu1(g[1].y, u[1].y, limit));
+            o.w = pack_f16(swiglu1(g[1].z, u[1].z, limit), swiglu1(g[1].w, u[1].w, limit));
             *(uint4*)((unsigned short*)out + r * width + j) = o;
         } else if (vec) {
             float4 g = out_ld4(gu, gr + j, in_f16), u = out_ld4(gu, gr + width + j, in_f16);
@@ -387,11 +376,10 @@ qk_norm_rope(const void* __restrict__ qkv, const float* __restrict__ bias, const
         }
 #pragma unroll
         for (int part = 0; part < 2; ++part) {
-            const float ss = sq4(sq4(0.0f, x[part][0]), x[part][1]);
-            float tot = ss;
+            float ss = sq4(sq4(0.0f, x[part][0]), x[part][1]);
 #pragma unroll
-            for (int o = 4; o > 0; o >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, o);
-            const float r = 1.0f / sqrtf(tot / (float)HD + eps);
+            for (int o = 4; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+            const float r = 1.0f / sqrtf(ss / (float)HD + eps);
             const float* w = part == 0 ? qw : kw;
             const float4 y0 = scale4(*(const float4*)(w + d0), x[part][0], r);
             const float4 y1 = scale4(*(const float4*)(w + d0 + 32), x[part][1], r);

@@ -88,6 +88,11 @@ fn attention_input_bound(
     qk.max(v)
 }
 
+/// `x`, or infinity when it is not finite (NaN included).
+fn finite_or_inf(x: f64) -> f64 {
+    if x.is_finite() { x } else { f64::INFINITY }
+}
+
 /// Largest |x|; infinite when a value is not finite.
 fn max_abs<'a>(values: impl Iterator<Item = &'a f32>) -> f64 {
     values.fold(0f64, |m, &x| {
@@ -139,7 +144,6 @@ fn gemm_half_bounds(
     d: usize,
     limit: f64,
 ) -> HalfBounds {
-    let fin = |x: f64| if x.is_finite() { x } else { f64::INFINITY };
     let sd = (d as f64).sqrt();
     let n1 = sd * max_abs(b.norm1.iter());
     let qkv_w = max_abs(b.qkv_w.iter());
@@ -165,10 +169,11 @@ fn gemm_half_bounds(
     let mlp = n2
         .max(g)
         .max(u)
-        .max(fin(m))
+        .max(finite_or_inf(m))
         .max(max_abs(b.gate_up_w.iter()))
         .max(max_abs(b.down_w.iter()));
-    let down_out = fin((inter as f64).sqrt() * fin(m) * max_row_norm(&b.down_w, 0..d));
+    let down_out =
+        finite_or_inf((inter as f64).sqrt() * finite_or_inf(m) * max_row_norm(&b.down_w, 0..d));
     HalfBounds { qkv, mlp, down_out }
 }
 
@@ -176,8 +181,7 @@ fn gemm_half_bounds(
 /// output is a convex combination of v rows, so each entry is at most `att` (the bound of
 /// [`attention_input_bound`]) and a row's L2 norm at most sqrt(d) `att`; times `||W_proj[j]||_2`.
 fn proj_out_bound(b: &glm5v_reference::weights::BlockWeights<f32>, d: usize, att: f64) -> f64 {
-    let r = (d as f64).sqrt() * att * max_row_norm(&b.proj_w, 0..b.proj_w.nrows());
-    if r.is_nan() { f64::INFINITY } else { r }
+    finite_or_inf((d as f64).sqrt() * att * max_row_norm(&b.proj_w, 0..b.proj_w.nrows()))
 }
 
 /// Attention inputs go to half precision only below this bound (a factor 4 under the largest
@@ -350,11 +354,7 @@ impl GpuTower {
                 gemm_f16_ok && hb.mlp < F16_BOUND,
             );
             // |attention output| <= max|v| (a convex combination), inside the attn_f16 bound
-            let proj_f16 = gemm_f16_ok
-                && attn_f16
-                && b.proj_w
-                    .iter()
-                    .all(|x| x.is_finite() && (x.abs() as f64) < F16_BOUND);
+            let proj_f16 = gemm_f16_ok && attn_f16 && max_abs(b.proj_w.iter()) < F16_BOUND;
             // GLM5V_GPU_OUT_F16=0 keeps the projection and down outputs f32 (A/B, bisecting)
             let out_ok = std::env::var("GLM5V_GPU_OUT_F16").as_deref() != Ok("0");
             let proj_out_f16 =
