@@ -9,7 +9,7 @@
 //! panels store them as bf16); `GLM5V_SYNTH_F32=1` keeps them f32.
 
 use glm5v_reference::kernels::attention::attention;
-use glm5v_reference::kernels::gemm::{LinearWeight, Par, SKINNY_MAX_ROWS, linear, matmul_into};
+use glm5v_reference::kernels::gemm::{LinearWeight, Par, SKINNY_MAX_ROWS, matmul_into};
 use glm5v_reference::{CpuTower, Embedder, Threads, TowerWeights, VisionConfig};
 use ndarray::Array2;
 use rayon::prelude::*;
@@ -59,6 +59,14 @@ fn main() {
 
     let t0 = Instant::now();
     let keep_f32 = std::env::var("GLM5V_SYNTH_F32").as_deref() == Ok("1");
+    // rounded to bf16 as `glm5v synth` checkpoints are (GLM5V_SYNTH_F32=1: not)
+    let weight = |x: f32| {
+        if keep_f32 {
+            x
+        } else {
+            half::bf16::from_f32(x).to_f32()
+        }
+    };
     let weights = TowerWeights::<f32>::from_fn(&cfg, |name, values| {
         let seed = name_hash(name);
         let (base, amp) = if name.contains("norm") && name.ends_with("weight") {
@@ -68,15 +76,10 @@ fn main() {
         } else {
             (0.0, 0.03)
         };
-        values.par_iter_mut().enumerate().for_each(|(i, v)| {
-            // rounded to bf16 as `glm5v synth` checkpoints are (GLM5V_SYNTH_F32=1: not)
-            let x = base + amp * hash01(seed, i);
-            *v = if keep_f32 {
-                x
-            } else {
-                half::bf16::from_f32(x).to_f32()
-            };
-        });
+        values
+            .par_iter_mut()
+            .enumerate()
+            .for_each(|(i, v)| *v = weight(base + amp * hash01(seed, i)));
     })
     .expect("synthetic weights");
     println!(
@@ -103,14 +106,7 @@ fn main() {
             (256, 4096, 20480, "merger gate+up, 32x32"),
         ] {
             let x = Array2::from_shape_fn((m, k), |(i, j)| hash01(1, i * k + j));
-            let w = Array2::from_shape_fn((n, k), |(i, j)| {
-                let v = hash01(2, i * k + j);
-                if keep_f32 {
-                    v
-                } else {
-                    half::bf16::from_f32(v).to_f32()
-                }
-            });
+            let w = Array2::from_shape_fn((n, k), |(i, j)| weight(hash01(2, i * k + j)));
             // as the forward holds it: packed once (panels where the CPU has them)
             let lw = LinearWeight::new(w.clone());
             let mut y = vec![0.0f32; m * n];
@@ -129,7 +125,7 @@ fn main() {
             if m <= SKINNY_MAX_ROWS {
                 // the same product through the gemm crate, for comparison
                 let mut y = Array2::<f32>::zeros((m, n));
-                let _ = linear(x.view(), w.view(), None, Par::Pool);
+                matmul_into(y.view_mut(), x.view(), w.t(), false, 1.0, Par::Pool);
                 let t = Instant::now();
                 for _ in 0..reps {
                     matmul_into(y.view_mut(), x.view(), w.t(), false, 1.0, Par::Pool);
