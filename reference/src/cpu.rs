@@ -72,6 +72,11 @@ fn emit<F: Real>(taps: Taps<'_, '_>, name: impl FnOnce() -> String, value: Array
     }
 }
 
+/// Whether the sink (if any) wants the tap `name`.
+fn wanted(taps: Taps<'_, '_>, name: &str) -> bool {
+    taps.as_deref().is_some_and(|sink| sink.wants(name))
+}
+
 fn to_real<F: Real>(x: ArrayView2<f32>) -> Array2<F> {
     x.mapv(F::from_f32)
 }
@@ -179,22 +184,35 @@ impl<F: Real> CpuTower<F> {
         let qkv = ArrayView2::from_shape((n, 3 * d), &*qkv).expect("sized"); // [N, 3D]
         drop(x1);
         emit(taps, || format!("blocks.{i}.attn.qkv"), qkv.view());
-        let mut q = norm::rms_norm_groups(qkv.slice(s![.., 0..d]), w.q_norm.view(), eps); // [N, D]
-        let mut k = norm::rms_norm_groups(qkv.slice(s![.., d..2 * d]), w.k_norm.view(), eps);
-        emit(taps, || format!("blocks.{i}.attn.q_norm"), q.view());
-        emit(taps, || format!("blocks.{i}.attn.k_norm"), k.view());
-        rope::apply(q.view_mut(), cos, sin);
-        rope::apply(k.view_mut(), cos, sin);
+        // q_norm / k_norm, then the rope, in one pass: [N, 2D] (q's columns, then k's)
+        let want_normed = wanted(taps, &format!("blocks.{i}.attn.q_norm"))
+            || wanted(taps, &format!("blocks.{i}.attn.k_norm"));
+        let (qk, normed) = rope::qk_norm_rope(
+            qkv.view(),
+            d,
+            w.q_norm.view(),
+            w.k_norm.view(),
+            eps,
+            cos,
+            sin,
+            want_normed,
+        );
+        if let Some(normed) = normed {
+            emit(
+                taps,
+                || format!("blocks.{i}.attn.q_norm"),
+                normed.slice(s![.., ..d]),
+            );
+            emit(
+                taps,
+                || format!("blocks.{i}.attn.k_norm"),
+                normed.slice(s![.., d..]),
+            );
+        }
+        let (q, k) = (qk.slice(s![.., ..d]), qk.slice(s![.., d..]));
         let scale = F::from_f64((cfg.head_dim() as f64).powf(-0.5));
-        let a = attention(
-            q.view(),
-            k.view(),
-            qkv.slice(s![.., 2 * d..]),
-            cu_seqlens,
-            heads,
-            scale,
-        ); // [N, D]
-        drop((q, k));
+        let a = attention(q, k, qkv.slice(s![.., 2 * d..]), cu_seqlens, heads, scale); // [N, D]
+        drop(qk);
         emit(taps, || format!("blocks.{i}.attn.proj.input"), a.view());
         let mut h = lw
             .proj

@@ -31,8 +31,8 @@ const MUTANTS: &[Mutant] = &[
     Mutant {
         name: "block swiglu limit x0.9",
         file: "reference/src/cpu.rs",
-        from: "F::from_f64(cfg.swiglu_limit)); // [N, I]",
-        to: "F::from_f64(cfg.swiglu_limit * 0.9)); // [N, I]",
+        from: "F::from_f64(cfg.swiglu_limit), mv.view_mut()); // [N, I]",
+        to: "F::from_f64(cfg.swiglu_limit * 0.9), mv.view_mut()); // [N, I]",
     },
     Mutant {
         name: "clamp sign (up < -L -> +L)",
@@ -42,9 +42,9 @@ const MUTANTS: &[Mutant] = &[
     },
     Mutant {
         name: "q/k norm after rope",
-        file: "reference/src/cpu.rs",
-        from: "        let mut q = norm::rms_norm_groups(qkv.slice(s![.., 0..d]), w.q_norm.view(), eps); // [N, D]\n        let mut k = norm::rms_norm_groups(qkv.slice(s![.., d..2 * d]), w.k_norm.view(), eps);\n        emit(taps, || format!(\"blocks.{i}.attn.q_norm\"), q.view());\n        emit(taps, || format!(\"blocks.{i}.attn.k_norm\"), k.view());\n        rope::apply(q.view_mut(), cos, sin);\n        rope::apply(k.view_mut(), cos, sin);",
-        to: "        let mut q = qkv.slice(s![.., 0..d]).to_owned();\n        let mut k = qkv.slice(s![.., d..2 * d]).to_owned();\n        rope::apply(q.view_mut(), cos, sin);\n        rope::apply(k.view_mut(), cos, sin);\n        let q = norm::rms_norm_groups(q.view(), w.q_norm.view(), eps);\n        let k = norm::rms_norm_groups(k.view(), w.k_norm.view(), eps);",
+        file: "reference/src/kernels/rope.rs",
+        from: "            norm_group(x, w, eps, &mut head);\n            if let Some(keep) = keep.as_deref_mut() {\n                keep[h * hd..(h + 1) * hd].copy_from_slice(&head);\n            }\n            rotate(&head, &c, &s, &mut out[h * hd..(h + 1) * hd]);",
+        to: "            let mut rot = vec![F::ZERO; hd];\n            rotate(x, &c, &s, &mut rot);\n            norm_group(&rot, w, eps, &mut head);\n            if let Some(keep) = keep.as_deref_mut() {\n                keep[h * hd..(h + 1) * hd].copy_from_slice(&head);\n            }\n            out[h * hd..(h + 1) * hd].copy_from_slice(&head);",
     },
     Mutant {
         name: "row-major rope positions",
@@ -217,5 +217,28 @@ fn describe(m: &Mutant, o: &Outcome) -> (&'static str, String) {
                 m.file
             ),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A mutant whose text has left its file would report an error instead of testing anything.
+    #[test]
+    fn every_mutant_applies_to_the_tree_exactly_once() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("xtask sits in the workspace");
+        for m in MUTANTS {
+            let text = std::fs::read_to_string(root.join(m.file)).expect("the mutant's file");
+            assert_eq!(
+                text.matches(m.from).count(),
+                1,
+                "mutant {:?} in {}",
+                m.name,
+                m.file
+            );
+        }
     }
 }

@@ -1,7 +1,9 @@
 //! The axial 2-D rope (upstream `Glm5NextVisionRotaryEmbedding` + `apply_rotary_pos_emb_vision`).
 
+use crate::kernels::norm::norm_group;
 use crate::real::Real;
-use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis, Zip};
+use ndarray::{Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis, Zip};
+use std::borrow::Cow;
 
 /// `inv_freq[j] = 1 / theta^((2j) / (head_dim/2))` for `j < head_dim/4`, each step rounded in `F`
 /// as torch does in f32 (the exponent, the power, the reciprocal).
@@ -80,6 +82,97 @@ pub fn apply<F: Real>(mut x: ArrayViewMut2<F>, cos: ArrayView2<F>, sin: ArrayVie
         });
 }
 
+/// A block's q and k from its fused projection `qkv` `[tokens, 3 * d]`: upstream's per-head
+/// RMSNorm of the q and k column blocks (weights `wq`, `wk` `[head_dim]`), then the rope, one
+/// pass per token; returns `[tokens, 2 * d]` (q's columns, then k's). The same bits as
+/// [`crate::kernels::norm::rms_norm_groups`] followed by [`apply`]. With `keep_normed`, also
+/// returns q and k normalized, before the rope (the `q_norm` / `k_norm` taps), likewise.
+#[allow(clippy::too_many_arguments)]
+pub fn qk_norm_rope<F: Real>(
+    qkv: ArrayView2<F>,
+    d: usize,
+    wq: ArrayView1<F>,
+    wk: ArrayView1<F>,
+    eps: f64,
+    cos: ArrayView2<F>,
+    sin: ArrayView2<F>,
+    keep_normed: bool,
+) -> (Array2<F>, Option<Array2<F>>) {
+    let n = qkv.nrows();
+    let hd = cos.ncols();
+    assert!(qkv.ncols() >= 2 * d, "qk_norm_rope: qkv narrower than 2 d");
+    assert!(
+        d.is_multiple_of(hd) && wq.len() == hd && wk.len() == hd,
+        "qk_norm_rope: head_dim"
+    );
+    assert!(
+        cos.nrows() == n && sin.dim() == cos.dim(),
+        "qk_norm_rope: table rows"
+    );
+    let eps = F::from_f64(eps);
+    let (wq, wk) = (wq.to_vec(), wk.to_vec());
+    // token t: q and k normalized per head, rotated into `out`, kept in `keep` when asked
+    let work = |t: usize, out: &mut [F], mut keep: Option<&mut [F]>| {
+        let row = qkv.row(t);
+        let row = row
+            .as_slice()
+            .map_or_else(|| row.to_vec().into(), Cow::Borrowed);
+        let (c, s) = (cos.row(t), sin.row(t));
+        let c = c
+            .as_slice()
+            .map_or_else(|| c.to_vec().into(), Cow::Borrowed);
+        let s = s
+            .as_slice()
+            .map_or_else(|| s.to_vec().into(), Cow::Borrowed);
+        let mut head = vec![F::ZERO; hd];
+        for (h, x) in row[..2 * d].chunks_exact(hd).enumerate() {
+            let w = if h * hd < d { &wq } else { &wk };
+            norm_group(x, w, eps, &mut head);
+            if let Some(keep) = keep.as_deref_mut() {
+                keep[h * hd..(h + 1) * hd].copy_from_slice(&head);
+            }
+            rotate(&head, &c, &s, &mut out[h * hd..(h + 1) * hd]);
+        }
+    };
+    let contiguous = "a fresh array's rows are contiguous";
+    let mut qk = Array2::<F>::from_elem((n, 2 * d), F::ZERO);
+    let mut normed = keep_normed.then(|| Array2::<F>::from_elem((n, 2 * d), F::ZERO));
+    match &mut normed {
+        Some(normed) => Zip::indexed(qk.axis_iter_mut(Axis(0)))
+            .and(normed.axis_iter_mut(Axis(0)))
+            .par_for_each(|t, mut out, mut keep| {
+                work(
+                    t,
+                    out.as_slice_mut().expect(contiguous),
+                    Some(keep.as_slice_mut().expect(contiguous)),
+                )
+            }),
+        None => Zip::indexed(qk.axis_iter_mut(Axis(0)))
+            .par_for_each(|t, mut out| work(t, out.as_slice_mut().expect(contiguous), None)),
+    }
+    (qk, normed)
+}
+
+/// `out = x * cos + rotate_half(x) * sin` for one head (`rotate_half` pairs d with d + hd/2:
+/// `[-x2, x1]`), as [`apply`] computes it.
+#[inline(always)]
+fn rotate<F: Real>(x: &[F], c: &[F], s: &[F], out: &mut [F]) {
+    let half = x.len() / 2;
+    let (x1, x2) = x.split_at(half);
+    let (o1, o2) = out.split_at_mut(half);
+    for (((o, &a), &b), (&cv, &sv)) in o1.iter_mut().zip(x1).zip(x2).zip(c.iter().zip(s)) {
+        *o = a * cv + -b * sv;
+    }
+    for (((o, &a), &b), (&cv, &sv)) in o2
+        .iter_mut()
+        .zip(x2)
+        .zip(x1)
+        .zip(c[half..].iter().zip(&s[half..]))
+    {
+        *o = a * cv + b * sv;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +221,62 @@ mod tests {
         let n0 = orig[[0, 0]].powi(2) + orig[[0, 2]].powi(2);
         let n1 = x[[0, 0]].powi(2) + x[[0, 2]].powi(2);
         assert!((n0 - n1).abs() < 1e-12);
+    }
+
+    /// The fused pass computes what the two separate ones do, bit for bit, in f32 and f64, with
+    /// and without the normalized copies (the taps), on a row-strided qkv.
+    #[test]
+    fn qk_norm_rope_is_norm_then_apply() {
+        fn check<F: Real>() {
+            let (n, heads, hd) = (7, 3, 8);
+            let d = heads * hd;
+            let mut lcg = crate::kernels::Lcg(3);
+            let qkv = ndarray::Array2::from_shape_fn((n, 3 * d + 5), |_| {
+                F::from_f64(lcg.unit() * 6.0 - 3.0)
+            });
+            let qkv = qkv.slice(ndarray::s![.., ..3 * d]);
+            let wq = ndarray::Array1::from_shape_fn(hd, |c| F::from_f64(0.5 + c as f64 * 0.1));
+            let wk = ndarray::Array1::from_shape_fn(hd, |c| F::from_f64(1.5 - c as f64 * 0.07));
+            let pos: Vec<[usize; 2]> = (0..n).map(|t| [t / 3, t % 3]).collect();
+            let (cos, sin) = tables::<F>(&pos, hd, 100.0);
+            let eps = 1e-6;
+            let mut q = crate::kernels::norm::rms_norm_groups(
+                qkv.slice(ndarray::s![.., ..d]),
+                wq.view(),
+                eps,
+            );
+            let mut k = crate::kernels::norm::rms_norm_groups(
+                qkv.slice(ndarray::s![.., d..2 * d]),
+                wk.view(),
+                eps,
+            );
+            let (qn, kn) = (q.clone(), k.clone());
+            apply(q.view_mut(), cos.view(), sin.view());
+            apply(k.view_mut(), cos.view(), sin.view());
+            let bits = |a: ndarray::ArrayView2<F>| -> Vec<u64> {
+                a.iter().map(|v| v.to_f64().to_bits()).collect()
+            };
+            for keep in [false, true] {
+                let (qk, normed) = qk_norm_rope(
+                    qkv,
+                    d,
+                    wq.view(),
+                    wk.view(),
+                    eps,
+                    cos.view(),
+                    sin.view(),
+                    keep,
+                );
+                assert_eq!(bits(qk.slice(ndarray::s![.., ..d])), bits(q.view()));
+                assert_eq!(bits(qk.slice(ndarray::s![.., d..])), bits(k.view()));
+                assert_eq!(normed.is_some(), keep);
+                if let Some(normed) = normed {
+                    assert_eq!(bits(normed.slice(ndarray::s![.., ..d])), bits(qn.view()));
+                    assert_eq!(bits(normed.slice(ndarray::s![.., d..])), bits(kn.view()));
+                }
+            }
+        }
+        check::<f32>();
+        check::<f64>();
     }
 }
