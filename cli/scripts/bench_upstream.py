@@ -1,13 +1,14 @@
 """Upstream's side of `glm5v bench` (run by the glm5v binary with the venv's python; not in CI).
 
     python bench_upstream.py prep REPS IMAGE...
-    python bench_upstream.py cpu REPS MODEL_DIR PIXELS.safetensors
+    python bench_upstream.py cpu REPS[,REPS...] MODEL_DIR PIXELS.safetensors
     python bench_upstream.py gpu REPS MODEL_DIR PIXELS.safetensors [DEVICE [MODES]]
     python bench_upstream.py images OUT_DIR   (writes the default prep inputs)
 
 prep: times `Glm5NextImageProcessor()(images=load_image(path))` per image (and load_image alone).
 cpu:  times `Glm5NextVisionModel` f32 eager forwards on the batches in PIXELS (tensors
-      `pixel_values.<k>` / `image_grid_thw.<k>`), weights loaded from MODEL_DIR.
+      `pixel_values.<k>` / `image_grid_thw.<k>`), weights loaded from MODEL_DIR; REPS per batch
+      (one value for all, or one per batch, comma-separated).
 gpu:  times `Glm5NextVisionModel` bf16 forwards with attn_implementation "sdpa" on DEVICE (default
       cuda) on the same batches, eager and under `torch.compile(model)` (MODES, default
       "eager,compiled"; dynamo is reset per batch, so each batch compiles for its own shapes). CUDA
@@ -74,7 +75,7 @@ def cpu(reps, model_dir, pixels):
         px, grid = batches[f"pixel_values.{k}"], batches[f"image_grid_thw.{k}"]
         with torch.no_grad():
             model(px, grid_thw=grid)  # warm-up
-            _, ts = timed(lambda: model(px, grid_thw=grid), reps)
+            _, ts = timed(lambda: model(px, grid_thw=grid), reps[min(k, len(reps) - 1)])
         emit("cpu", ts, grid=[int(x) for x in grid[0]], threads=torch.get_num_threads())
         k += 1
     print(json.dumps({"what": "peak_rss_mb", "value": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
@@ -220,7 +221,8 @@ if __name__ == "__main__":
     if sys.argv[1] == "images":
         make_images(sys.argv[2])
         sys.exit(0)
-    kind, reps = sys.argv[1], int(sys.argv[2])
+    kind = sys.argv[1]
+    reps = int(sys.argv[2].split(",")[0])
     if kind == "prep":
         prep(reps, sys.argv[3:])
     elif kind == "gpu":
@@ -228,4 +230,4 @@ if __name__ == "__main__":
         modes = tuple(sys.argv[6].split(",")) if len(sys.argv) > 6 else ("eager", "compiled")
         gpu(reps, sys.argv[3], sys.argv[4], device, modes)
     else:
-        cpu(reps, sys.argv[3], sys.argv[4])
+        cpu([int(r) for r in sys.argv[2].split(",")], sys.argv[3], sys.argv[4])
