@@ -222,12 +222,12 @@ if __name__ == "__main__":
         make_images(sys.argv[2])
         sys.exit(0)
     kind = sys.argv[1]
-    reps = int(sys.argv[2].split(",")[0])
+    reps = [int(r) for r in sys.argv[2].split(",")]  # one count per batch (cpu) or one for all
     if kind == "prep":
-        prep(reps, sys.argv[3:])
+        prep(reps[0], sys.argv[3:])
     elif kind == "gpu":
         device = sys.argv[5] if len(sys.argv) > 5 else "cuda"
         modes = tuple(sys.argv[6].split(",")) if len(sys.argv) > 6 else ("eager", "compiled")
-        gpu(reps, sys.argv[3], sys.argv[4], device, modes)
+        gpu(reps[0], sys.argv[3], sys.argv[4], device, modes)
     else:
-        cpu([int(r) for r in sys.argv[2].split(",")], sys.argv[3], sys.argv[4])
+        cpu(reps, sys.argv[3], sys.argv[4])

@@ -2,6 +2,7 @@
 //! formed (memory is linear in the segment length), work is spread over heads x query blocks.
 
 use crate::kernels::gemm::{Par, matmul_into};
+use crate::kernels::row_slice;
 use crate::real::Real;
 use ndarray::{Array2, ArrayView2, ArrayViewMut2, s};
 use rayon::prelude::*;
@@ -126,11 +127,11 @@ fn attend_short<F: Real>(
     }
     let mut vp = vec![F::ZERO; len * hd_p];
     for (row, dst) in v.outer_iter().zip(vp.chunks_exact_mut(hd_p)) {
-        copy_row(row, &mut dst[..hd]);
+        dst[..hd].copy_from_slice(&row_slice(row));
     }
     let mut qc = vec![F::ZERO; q.nrows() * hd];
     for (row, dst) in q.outer_iter().zip(qc.chunks_exact_mut(hd)) {
-        copy_row(row, dst);
+        dst.copy_from_slice(&row_slice(row));
     }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("fma")
@@ -143,13 +144,6 @@ fn attend_short<F: Real>(
 
 /// Values per register block of [`attend_short`] (4 AVX-512 vectors of f32).
 const LANES: usize = 64;
-
-fn copy_row<F: Real>(row: ndarray::ArrayView1<F>, dst: &mut [F]) {
-    match row.as_slice() {
-        Some(r) => dst.copy_from_slice(r),
-        None => dst.iter_mut().zip(row).for_each(|(d, &x)| *d = x),
-    }
-}
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,fma")]
@@ -375,34 +369,28 @@ mod tests {
     /// a few ulps of the outputs), with head_dim 64 as in the tower and a ragged one.
     #[test]
     fn short_path_agrees_with_the_blocked_path() {
+        /// max |short - blocked| over the outputs, the inputs cast to F.
+        fn max_diff<F: Real>(q: &Array2<f64>, k: &Array2<f64>, v: &Array2<f64>) -> f64 {
+            let [q, k, v] = [q, k, v].map(|m| m.mapv(F::from_f64));
+            let (len, hd) = k.dim();
+            let scale = F::from_f64(0.125);
+            let mut short = vec![F::ZERO; len * hd];
+            attend_short(q.view(), k.view(), v.view(), scale, &mut short);
+            let mut blocked = Array2::from_elem((len, hd), F::ZERO);
+            attend_block(q.view(), k.view(), v.view(), scale, blocked.view_mut());
+            short
+                .iter()
+                .zip(blocked.iter())
+                .fold(0.0f64, |a, (x, y)| a.max((x.to_f64() - y.to_f64()).abs()))
+        }
         let mut seed = 5;
         for (len, hd) in [(SHORT, 64), (37, 20)] {
             let q = rnd_matrix(len, hd, &mut seed);
             let k = rnd_matrix(len, hd, &mut seed);
             let v = rnd_matrix(len, hd, &mut seed);
-            let mut short = vec![0.0f64; len * hd];
-            attend_short(q.view(), k.view(), v.view(), 0.125, &mut short);
-            let mut blocked = Array2::<f64>::zeros((len, hd));
-            attend_block(q.view(), k.view(), v.view(), 0.125, blocked.view_mut());
-            let err = short
-                .iter()
-                .zip(blocked.iter())
-                .fold(0.0f64, |a, (x, y)| a.max((x - y).abs()));
+            let err = max_diff::<f64>(&q, &k, &v);
             assert!(err < 1e-13, "f64 ({len}, {hd}): {err}");
-
-            let (q, k, v) = (
-                q.mapv(|x| x as f32),
-                k.mapv(|x| x as f32),
-                v.mapv(|x| x as f32),
-            );
-            let mut short = vec![0.0f32; len * hd];
-            attend_short(q.view(), k.view(), v.view(), 0.125, &mut short);
-            let mut blocked = Array2::<f32>::zeros((len, hd));
-            attend_block(q.view(), k.view(), v.view(), 0.125, blocked.view_mut());
-            let err = short
-                .iter()
-                .zip(blocked.iter())
-                .fold(0.0f32, |a, (x, y)| a.max((x - y).abs()));
+            let err = max_diff::<f32>(&q, &k, &v);
             assert!(err < 2e-6, "f32 ({len}, {hd}): {err}");
         }
     }

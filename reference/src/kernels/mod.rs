@@ -8,6 +8,16 @@ pub mod panel;
 pub mod rope;
 pub mod skinny;
 
+use std::borrow::Cow;
+
+/// A row's values as one slice: borrowed when the row is contiguous, else copied.
+pub(crate) fn row_slice<F: Clone>(row: ndarray::ArrayView1<'_, F>) -> Cow<'_, [F]> {
+    match row.to_slice() {
+        Some(r) => Cow::Borrowed(r),
+        None => Cow::Owned(row.to_vec()),
+    }
+}
+
 /// The kernel tests' deterministic numbers: Knuth's MMIX linear congruential generator.
 #[cfg(test)]
 pub(crate) struct Lcg(pub(crate) u64);

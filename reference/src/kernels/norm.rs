@@ -1,9 +1,9 @@
 //! RMSNorm (upstream `Glm5NextRMSNorm`) and LayerNorm (`torch.nn.LayerNorm`).
 //! Sums of squares and means accumulate in f64, so the f32 path rounds once per row statistic.
 
+use crate::kernels::row_slice;
 use crate::real::Real;
 use ndarray::{Array2, ArrayView1, ArrayView2, Axis, Zip};
-use std::borrow::Cow;
 
 /// `w * (x * rsqrt(mean(x^2) + eps))` over each row; `x` `[rows, n]`, `w` `[n]`.
 pub fn rms_norm<F: Real>(x: ArrayView2<F>, w: ArrayView1<F>, eps: f64) -> Array2<F> {
@@ -25,9 +25,7 @@ pub fn rms_norm_groups<F: Real>(x: ArrayView2<F>, w: ArrayView1<F>, eps: f64) ->
     Zip::from(y.axis_iter_mut(Axis(0)))
         .and(x.axis_iter(Axis(0)))
         .par_for_each(|mut yr, xr| {
-            let xr = xr
-                .as_slice()
-                .map_or_else(|| xr.to_vec().into(), Cow::Borrowed);
+            let xr = row_slice(xr);
             let yr = yr
                 .as_slice_mut()
                 .expect("a fresh array's rows are contiguous");

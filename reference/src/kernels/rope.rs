@@ -1,9 +1,9 @@
 //! The axial 2-D rope (upstream `Glm5NextVisionRotaryEmbedding` + `apply_rotary_pos_emb_vision`).
 
 use crate::kernels::norm::norm_group;
+use crate::kernels::row_slice;
 use crate::real::Real;
 use ndarray::{Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis, Zip};
-use std::borrow::Cow;
 
 /// `inv_freq[j] = 1 / theta^((2j) / (head_dim/2))` for `j < head_dim/4`, each step rounded in `F`
 /// as torch does in f32 (the exponent, the power, the reciprocal).
@@ -54,7 +54,6 @@ pub fn tables<F: Real>(
 /// rotate_half pairing d with d + head_dim/2 (`[-x2, x1]`).
 pub fn apply<F: Real>(mut x: ArrayViewMut2<F>, cos: ArrayView2<F>, sin: ArrayView2<F>) {
     let hd = cos.ncols();
-    let half = hd / 2;
     assert_eq!(
         x.ncols() % hd,
         0,
@@ -65,18 +64,16 @@ pub fn apply<F: Real>(mut x: ArrayViewMut2<F>, cos: ArrayView2<F>, sin: ArrayVie
         .and(cos.axis_iter(Axis(0)))
         .and(sin.axis_iter(Axis(0)))
         .par_for_each(|mut row, c, s| {
+            let (c, s) = (row_slice(c), row_slice(s));
             let mut head = vec![F::ZERO; hd];
+            let mut out = vec![F::ZERO; hd];
             for h0 in (0..row.len()).step_by(hd) {
-                for d in 0..hd {
-                    head[d] = row[h0 + d];
+                for (d, v) in head.iter_mut().enumerate() {
+                    *v = row[h0 + d];
                 }
-                for d in 0..hd {
-                    let rot = if d < half {
-                        -head[d + half]
-                    } else {
-                        head[d - half]
-                    };
-                    row[h0 + d] = head[d] * c[d] + rot * s[d];
+                rotate(&head, &c, &s, &mut out);
+                for (d, &v) in out.iter().enumerate() {
+                    row[h0 + d] = v;
                 }
             }
         });
@@ -113,17 +110,8 @@ pub fn qk_norm_rope<F: Real>(
     let (wq, wk) = (wq.to_vec(), wk.to_vec());
     // token t: q and k normalized per head, rotated into `out`, kept in `keep` when asked
     let work = |t: usize, out: &mut [F], mut keep: Option<&mut [F]>| {
-        let row = qkv.row(t);
-        let row = row
-            .as_slice()
-            .map_or_else(|| row.to_vec().into(), Cow::Borrowed);
-        let (c, s) = (cos.row(t), sin.row(t));
-        let c = c
-            .as_slice()
-            .map_or_else(|| c.to_vec().into(), Cow::Borrowed);
-        let s = s
-            .as_slice()
-            .map_or_else(|| s.to_vec().into(), Cow::Borrowed);
+        let row = row_slice(qkv.row(t));
+        let (c, s) = (row_slice(cos.row(t)), row_slice(sin.row(t)));
         let mut head = vec![F::ZERO; hd];
         for (h, x) in row[..2 * d].chunks_exact(hd).enumerate() {
             let w = if h * hd < d { &wq } else { &wk };
@@ -154,7 +142,7 @@ pub fn qk_norm_rope<F: Real>(
 }
 
 /// `out = x * cos + rotate_half(x) * sin` for one head (`rotate_half` pairs d with d + hd/2:
-/// `[-x2, x1]`), as [`apply`] computes it.
+/// `[-x2, x1]`).
 #[inline(always)]
 fn rotate<F: Real>(x: &[F], c: &[F], s: &[F], out: &mut [F]) {
     let half = x.len() / 2;
