@@ -19,8 +19,8 @@
 
 use glm5v_prep::prompt::{VideoPrompt, expand_prompt, image_block_ids};
 use glm5v_prep::{
-    AlphaMode, DecodeOptions, ImageSource, PrepOptions, load_image, prep_images, prep_video_frames,
-    preprocess_rgb,
+    AlphaMode, DecodeOptions, ImageSource, PrepOptions, jpeg_simd, load_image, prep_images,
+    prep_video_frames, preprocess_rgb,
 };
 use safetensors::{Dtype, SafeTensors};
 use serde_json::Value;
@@ -661,7 +661,10 @@ fn prep_matches_upstream_fixtures() {
         paths.len()
     );
 
-    let mut report = String::new();
+    let mut report = format!(
+        "JPEG decoder: libjpeg-turbo (mozjpeg-sys), {} paths\n",
+        if jpeg_simd() { "SIMD" } else { "C" }
+    );
     let mut failed = Vec::new();
     for path in &paths {
         let result = Expected::open(path).and_then(|e| {
@@ -700,5 +703,21 @@ fn prep_matches_upstream_fixtures() {
         failed.len(),
         paths.len(),
         failed.join(", ")
+    );
+}
+
+/// CI installs nasm and then sets GLM5V_REQUIRE_JPEG_SIMD=1, so that the prep fixtures above are
+/// known to have run through libjpeg-turbo's SIMD paths (the ones a build with nasm ships); a
+/// build that silently fell back to the C paths fails here instead of passing on them.
+#[test]
+fn jpeg_simd_paths_when_required() {
+    if std::env::var_os("GLM5V_REQUIRE_JPEG_SIMD").is_none() {
+        println!("JPEG SIMD paths compiled in: {}", jpeg_simd());
+        return;
+    }
+    assert!(
+        jpeg_simd(),
+        "GLM5V_REQUIRE_JPEG_SIMD is set but the JPEG decoder has no SIMD paths: mozjpeg-sys found \
+         no nasm when it was built (install nasm, then `cargo clean -p mozjpeg-sys`)"
     );
 }

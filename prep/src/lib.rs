@@ -17,7 +17,9 @@ pub mod smart_resize;
 pub mod video;
 
 pub use batch::{PixelBatch, read_prep_safetensors, write_prep_safetensors};
-pub use decode::{AlphaMode, DecodeOptions, ImageHeader, ImageSource, load_image, probe};
+pub use decode::{
+    AlphaMode, DecodeOptions, ImageHeader, ImageSource, jpeg_simd, load_image, probe,
+};
 pub use error::{PrepError, Result};
 pub use options::{PixelOptions, PrepOptions, VideoOptions};
 pub use video::{PreparedVideo, prep_video_frames, prep_video_sources, sample_frames};

@@ -8,7 +8,7 @@
 use crate::CmdResult;
 use anyhow::{Context, bail};
 use glm5v_gpu::{GpuOptions, GpuTower, Precision as GpuPrecision, device_available};
-use glm5v_prep::{DecodeOptions, ImageSource, PrepOptions, load_image, prep_images};
+use glm5v_prep::{DecodeOptions, ImageSource, PrepOptions, jpeg_simd, load_image, prep_images};
 use glm5v_reference::geometry::{Grid, cu_seqlens};
 use glm5v_reference::synth::{Preset, SynthSpec, write_checkpoint};
 use glm5v_reference::{EmbedOptions, Embedder, Precision, Threads, Tower, VisionConfig};
@@ -223,8 +223,16 @@ fn bench_prep(args: &Args, py: &Path, dir: &Path) -> anyhow::Result<()> {
     let opts = PrepOptions::default();
     let threads = rayon::current_num_threads();
     println!(
-        "prep: {} reps per case, median; ours on {threads} rayon threads, upstream torch default threads\n",
+        "prep: {} reps per case, median; ours on {threads} rayon threads, upstream torch default threads",
         args.reps
+    );
+    println!(
+        "our JPEG decoder: libjpeg-turbo (mozjpeg-sys) {}\n",
+        if jpeg_simd() {
+            "with its SIMD paths"
+        } else {
+            "C paths only (built without nasm: same pixels, slower; see README)"
+        }
     );
     let mut up_args = vec!["prep".to_string(), args.reps.to_string()];
     up_args.extend(images.iter().cloned());

@@ -1,4 +1,5 @@
-//! JPEG through libjpeg-turbo's decoder (the `mozjpeg-sys` build of it, C paths), configured as
+//! JPEG through libjpeg-turbo's decoder (the `mozjpeg-sys` build of it; SIMD where the build
+//! found nasm, see [`simd`]), configured as
 //! Pillow's `JpegDecode.c` leaves it: ISLOW IDCT, fancy upsampling, block smoothing on; the
 //! colour space libjpeg infers from the markers; output L, RGB or CMYK by component count.
 //! Four-component images are read as PIL's "CMYK;I" (Adobe-inverted) and converted by `cmyk2rgb`.
@@ -56,6 +57,17 @@ impl Drop for Decompressor {
         // SAFETY: created by `jpeg_create_decompress`; destroying after an error is allowed.
         unsafe { j::jpeg_destroy_decompress(&mut self.cinfo) }
     }
+}
+
+/// Whether libjpeg-turbo's SIMD IDCT (and with it its other SIMD decode paths) is compiled in
+/// and supported by this CPU. `jsimd_can_idct_islow` is defined by both of libjpeg-turbo's
+/// builds: by `jsimd.c` (SIMD: checks the CPU) and by `jsimd_none.c` (C only: 0).
+pub(crate) fn simd() -> bool {
+    unsafe extern "C" {
+        fn jsimd_can_idct_islow() -> c_int;
+    }
+    // SAFETY: takes no arguments; reads the CPU's features once (libjpeg-turbo caches them).
+    unsafe { jsimd_can_idct_islow() != 0 }
 }
 
 /// `ImageFile.MAXBLOCK`: PIL hands the JPEG decoder the file in blocks of this size. libjpeg's
