@@ -25,7 +25,8 @@ const SCRIPT: &str = include_str!("../../scripts/bench_upstream.py");
 /// prep: decode + resize + patchify of a 4000x3000 JPEG and a 640x480 PNG (or the given IMAGEs)
 /// against `Glm5NextImageProcessor()(images=load_image(path))`; also times our decode alone.
 /// cpu: full GLM-5.3-Flash geometry (synthetic weights, or --model) at grids 8x8, 32x32, 72x72
-/// against upstream's f32 eager forward with the same weights and pixels; reports GFLOP/s and peak RSS.
+/// against upstream's f32 eager forward with the same weights and pixels; reports GFLOP/s (also
+/// as a share of the FMA ceiling, measured in the same run) and peak RSS.
 /// gpu: the bf16 GPU tower (CUDA events, pixels on the device) against upstream's bf16 SDPA
 /// forward on CUDA, eager and under `torch.compile`, same weights and pixels, for the --cases
 /// (default: one 1008x1008 image, 16 448x448 images in one packed batch, one 112x112 image, one
@@ -407,14 +408,22 @@ fn bench_cpu(args: &Args, py: &Path, dir: &Path) -> anyhow::Result<()> {
         ],
     )?;
     let threads = rayon::current_num_threads();
+    // the ceiling, measured now: register-only AVX-512 FMAs on as many threads
+    let peak = glm5v_reference::kernels::peak::fma_peak_gflops(threads, 200_000_000);
     println!(
-        "\ncpu tower, f32, {} ({} threads both sides), median of the timed reps (as many on each side)\n",
+        "\ncpu tower, f32, {} ({} threads both sides), median of the timed reps (as many on each side)",
         cfg_name(&cfg),
         threads
     );
+    match peak {
+        Some(p) => println!(
+            "FMA ceiling on {threads} threads, measured now: {p:.1} GFLOP/s (register-only AVX-512 loop; `of peak` = our GFLOP/s / this)\n"
+        ),
+        None => println!("FMA ceiling: not measured (no AVX-512F)\n"),
+    }
     println!(
-        "{:<8} {:>10} {:>13} {:>8} {:>10} {:>11}",
-        "grid", "ours s", "upstream s", "ratio", "GFLOP/s", "best ratio"
+        "{:<8} {:>10} {:>13} {:>8} {:>10} {:>8} {:>11}",
+        "grid", "ours s", "upstream s", "ratio", "GFLOP/s", "of peak", "best ratio"
     );
     for (k, (g, ms, best)) in ours.iter().enumerate() {
         let u = up
@@ -425,13 +434,15 @@ fn bench_cpu(args: &Args, py: &Path, dir: &Path) -> anyhow::Result<()> {
             .unwrap_or(Value::Null);
         let um = u["median_ms"].as_f64().unwrap_or(f64::NAN);
         let u_best = u["min_ms"].as_f64().unwrap_or(f64::NAN);
+        let gflops = flops(&cfg, g * g) / (ms / 1e3) / 1e9;
         println!(
-            "{:<8} {:>10.3} {:>13.3} {:>7.2}x {:>10.1} {:>10.2}x",
+            "{:<8} {:>10.3} {:>13.3} {:>7.2}x {:>10.1} {:>8} {:>10.2}x",
             format!("{g}x{g}"),
             ms / 1e3,
             um / 1e3,
             um / ms,
-            flops(&cfg, g * g) / (ms / 1e3) / 1e9,
+            gflops,
+            peak.map_or("-".into(), |p| format!("{:.0}%", 100.0 * gflops / p)),
             u_best / best
         );
     }

@@ -5,6 +5,7 @@ pub mod attention;
 pub mod gemm;
 pub mod norm;
 pub mod panel;
+pub mod peak;
 pub mod rope;
 pub mod skinny;
 
