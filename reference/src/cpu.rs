@@ -72,9 +72,10 @@ fn emit<F: Real>(taps: Taps<'_, '_>, name: impl FnOnce() -> String, value: Array
     }
 }
 
-/// Whether the sink (if any) wants the tap `name`.
-fn wanted(taps: Taps<'_, '_>, name: &str) -> bool {
-    taps.as_deref().is_some_and(|sink| sink.wants(name))
+/// Whether the sink (if any) wants the tap `name` (built only when there is a sink, as in
+/// [`emit`]).
+fn wanted(taps: Taps<'_, '_>, name: impl FnOnce() -> String) -> bool {
+    taps.as_deref().is_some_and(|sink| sink.wants(&name()))
 }
 
 fn to_real<F: Real>(x: ArrayView2<f32>) -> Array2<F> {
@@ -185,8 +186,8 @@ impl<F: Real> CpuTower<F> {
         drop(x1);
         emit(taps, || format!("blocks.{i}.attn.qkv"), qkv.view());
         // q_norm / k_norm, then the rope, in one pass: [N, 2D] (q's columns, then k's)
-        let want_normed = wanted(taps, &format!("blocks.{i}.attn.q_norm"))
-            || wanted(taps, &format!("blocks.{i}.attn.k_norm"));
+        let want_normed = wanted(taps, || format!("blocks.{i}.attn.q_norm"))
+            || wanted(taps, || format!("blocks.{i}.attn.k_norm"));
         let (qk, normed) = rope::qk_norm_rope(
             qkv.view(),
             d,

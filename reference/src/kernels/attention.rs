@@ -63,27 +63,16 @@ pub fn attention<F: Real>(
         .into_par_iter()
         .for_each(|((h, s0, s1, r0, r1), out)| {
             let cols = s![.., h * hd..(h + 1) * hd];
-            let qh = q.slice(cols);
-            let kh = k.slice(cols);
-            let vh = v.slice(cols);
+            // this task's queries, its segment's keys and values, of head h
+            let qs = q.slice(cols).slice_move(s![r0..r1, ..]);
+            let ks = k.slice(cols).slice_move(s![s0..s1, ..]);
+            let vs = v.slice(cols).slice_move(s![s0..s1, ..]);
             if s1 - s0 <= SHORT {
-                attend_short(
-                    qh.slice(s![r0..r1, ..]),
-                    kh.slice(s![s0..s1, ..]),
-                    vh.slice(s![s0..s1, ..]),
-                    scale,
-                    out,
-                );
-                return;
+                attend_short(qs, ks, vs, scale, out);
+            } else {
+                let out = ArrayViewMut2::from_shape((r1 - r0, hd), out).expect("chunk size");
+                attend_block(qs, ks, vs, scale, out);
             }
-            let out = ArrayViewMut2::from_shape((r1 - r0, hd), out).expect("chunk size");
-            attend_block(
-                qh.slice(s![r0..r1, ..]),
-                kh.slice(s![s0..s1, ..]),
-                vh.slice(s![s0..s1, ..]),
-                scale,
-                out,
-            );
         });
 
     let mut y = Array2::<F>::from_elem((n, d), F::ZERO);
