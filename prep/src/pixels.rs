@@ -676,6 +676,25 @@ fn band_rows(
     lut: &NormLut,
     dst: &mut [MaybeUninit<f32>],
 ) {
+    #[cfg(target_arch = "x86_64")]
+    if ps <= 16 && band_rows_x86::available() {
+        // SAFETY: the CPU has the features `band_rows_avx512` is compiled for (checked just above).
+        unsafe { band_rows_x86::band_rows_avx512(band, w, ps, ms, tp, lut, dst) };
+        return;
+    }
+    band_rows_scalar(band, w, ps, ms, tp, lut, dst)
+}
+
+/// [`band_rows`] one value at a time: the definition the AVX-512 build is tested against.
+fn band_rows_scalar(
+    band: &[u8],
+    w: usize,
+    ps: usize,
+    ms: usize,
+    tp: usize,
+    lut: &NormLut,
+    dst: &mut [MaybeUninit<f32>],
+) {
     let plane = ps * ps;
     let dim = 3 * tp * plane;
     let stride = w * 3;
@@ -733,6 +752,157 @@ pub(crate) fn advise_huge_pages<T>(v: &mut Vec<T>) {
             // SAFETY: [lo, hi) lies inside the allocation `v` owns; MADV_HUGEPAGE changes no
             // contents and no permissions. The result is ignored: the advice is optional.
             unsafe { madvise(lo as *mut std::ffi::c_void, hi - lo, MADV_HUGEPAGE) };
+        }
+    }
+}
+
+/// [`band_rows`] on AVX-512: a patch row's `ps` pixels (`3 * ps` bytes, one masked load) are split
+/// into their three channels by one byte permutation each, and each channel's `ps` levels are
+/// looked up in the table by one gather; the rows of later frames (`tp > 1`) are stored from the
+/// same register. The same table, so the same values, as the scalar loop.
+#[cfg(target_arch = "x86_64")]
+mod band_rows_x86 {
+    use super::NormLut;
+    use std::arch::x86_64::*;
+    use std::mem::MaybeUninit;
+    use std::sync::OnceLock;
+
+    pub(super) fn available() -> bool {
+        static HAS: OnceLock<bool> = OnceLock::new();
+        *HAS.get_or_init(|| {
+            is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vbmi")
+        })
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+    pub(super) fn band_rows_avx512(
+        band: &[u8],
+        w: usize,
+        ps: usize,
+        ms: usize,
+        tp: usize,
+        lut: &NormLut,
+        dst: &mut [MaybeUninit<f32>],
+    ) {
+        assert!(
+            ps <= 16,
+            "one register holds a patch row of at most 16 pixels"
+        );
+        let plane = ps * ps;
+        let dim = 3 * tp * plane;
+        let stride = w * 3;
+        let n_bytes = ps * 3;
+        let load_mask: __mmask64 = (1u64 << n_bytes) - 1;
+        let lane_mask: __mmask16 = ((1u32 << ps) - 1) as __mmask16;
+        // byte i of channel c's register: byte 3 i + c of the patch row (lanes past ps unused)
+        let perm: [__m512i; 3] = std::array::from_fn(|c| {
+            let mut idx = [0u8; 64];
+            for (i, v) in idx.iter_mut().take(16).enumerate() {
+                *v = (3 * i + c) as u8;
+            }
+            // SAFETY: `idx` is 64 readable bytes.
+            unsafe { _mm512_loadu_si512(idx.as_ptr().cast()) }
+        });
+        let mut rows = dst.chunks_exact_mut(dim);
+        for bc in 0..w / (ps * ms) {
+            for ir in 0..ms {
+                for ic in 0..ms {
+                    let row = rows.next().expect("a band holds gw * ms rows");
+                    let base = ir * ps * stride + (bc * ms + ic) * ps * 3;
+                    for py in 0..ps {
+                        let line = &band[base + py * stride..base + py * stride + n_bytes];
+                        // SAFETY: the mask covers the `n_bytes` bytes of `line` and no others.
+                        let px =
+                            unsafe { _mm512_maskz_loadu_epi8(load_mask, line.as_ptr().cast()) };
+                        for (c, perm_c) in perm.iter().enumerate() {
+                            let bytes = _mm512_permutexvar_epi8(*perm_c, px);
+                            let idx = _mm512_cvtepu8_epi32(_mm512_castsi512_si128(bytes));
+                            // SAFETY: every index is a byte (< 256) and the table holds 256
+                            // values; lanes past `ps` are masked off.
+                            let v = unsafe {
+                                _mm512_mask_i32gather_ps::<4>(
+                                    _mm512_setzero_ps(),
+                                    lane_mask,
+                                    idx,
+                                    lut.0[c].as_ptr().cast(),
+                                )
+                            };
+                            for tt in 0..tp {
+                                let at = c * tp * plane + tt * plane + py * ps;
+                                let out = &mut row[at..at + ps];
+                                // SAFETY: the mask covers the `ps` values of `out` and no others.
+                                unsafe {
+                                    _mm512_mask_storeu_ps(out.as_mut_ptr().cast(), lane_mask, v)
+                                };
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The AVX-512 build writes the same values as the scalar loop, for several patch, merge and
+    /// frame counts, widths and tables, on random levels.
+    #[test]
+    fn band_rows_avx512_equals_scalar() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if !band_rows_x86::available() {
+                eprintln!("no AVX-512 VBMI on this CPU: only the scalar loop runs here");
+                return;
+            }
+            let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+            let mut next = || {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed
+            };
+            let base = crate::PrepOptions::default().image;
+            let mut custom = base.clone();
+            custom.image_mean = [0.1, 0.7, 0.33];
+            custom.image_std = [0.2, -0.9, 1.7];
+            let mut plain = base.clone();
+            plain.do_normalize = false;
+            for p in [&base, &custom, &plain] {
+                let lut = NormLut::new(p);
+                for (ps, ms, tp, gw) in [
+                    (14, 2, 2, 3),
+                    (14, 2, 1, 1),
+                    (16, 1, 3, 2),
+                    (5, 3, 2, 2),
+                    (1, 1, 1, 4),
+                ] {
+                    let (w, unit) = (gw * ps * ms, ps * ms);
+                    let band: Vec<u8> = (0..unit * w * 3).map(|_| next() as u8).collect();
+                    let n = gw * ms * ms * 3 * tp * ps * ps;
+                    let mut a = vec![MaybeUninit::new(f32::NAN); n];
+                    let mut b = vec![MaybeUninit::new(f32::NAN); n];
+                    band_rows_scalar(&band, w, ps, ms, tp, &lut, &mut a);
+                    // SAFETY: available() was checked above.
+                    unsafe { band_rows_x86::band_rows_avx512(&band, w, ps, ms, tp, &lut, &mut b) };
+                    // SAFETY: both were filled with initialised values.
+                    let bits = |v: &[MaybeUninit<f32>]| -> Vec<u32> {
+                        v.iter()
+                            .map(|x| unsafe { x.assume_init() }.to_bits())
+                            .collect()
+                    };
+                    let (a, b) = (bits(&a), bits(&b));
+                    assert_eq!(a, b, "ps {ps} ms {ms} tp {tp} gw {gw}");
+                    assert!(
+                        a.iter().all(|&v| !f32::from_bits(v).is_nan()),
+                        "every value written"
+                    );
+                }
+            }
         }
     }
 }
