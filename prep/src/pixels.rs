@@ -696,31 +696,44 @@ fn band_rows_scalar(
     dst: &mut [MaybeUninit<f32>],
 ) {
     let plane = ps * ps;
-    let dim = 3 * tp * plane;
     let stride = w * 3;
-    let mut rows = dst.chunks_exact_mut(dim);
-    for bc in 0..w / (ps * ms) {
-        for ir in 0..ms {
-            for ic in 0..ms {
-                let row = rows.next().expect("a band holds gw * ms rows");
-                let base = ir * ps * stride + (bc * ms + ic) * ps * 3;
-                for c in 0..3 {
-                    let first = c * tp * plane;
-                    let lut_c = &lut.0[c];
-                    for py in 0..ps {
-                        let line = &band[base + py * stride + c..];
-                        let o = &mut row[first + py * ps..first + (py + 1) * ps];
-                        for (px, v) in o.iter_mut().enumerate() {
-                            v.write(lut_c[line[px * 3] as usize]);
-                        }
-                    }
-                    for tt in 1..tp {
-                        row.copy_within(first..first + plane, first + tt * plane);
-                    }
+    for (base, row) in patch_rows(w, ps, ms, tp, dst) {
+        for c in 0..3 {
+            let first = c * tp * plane;
+            let lut_c = &lut.0[c];
+            for py in 0..ps {
+                let line = &band[base + py * stride + c..];
+                let o = &mut row[first + py * ps..first + (py + 1) * ps];
+                for (px, v) in o.iter_mut().enumerate() {
+                    v.write(lut_c[line[px * 3] as usize]);
                 }
+            }
+            for tt in 1..tp {
+                row.copy_within(first..first + plane, first + tt * plane);
             }
         }
     }
+}
+
+/// The `pixel_values` rows one band fills, in order, each with the offset in the band (`ps * ms`
+/// canvas rows of `w` RGB pixels) of its patch's top-left byte: merge blocks left to right,
+/// patches row-major within a block. Both builds of [`band_rows`] walk a band this way.
+fn patch_rows(
+    w: usize,
+    ps: usize,
+    ms: usize,
+    tp: usize,
+    dst: &mut [MaybeUninit<f32>],
+) -> impl Iterator<Item = (usize, &mut [MaybeUninit<f32>])> {
+    let stride = w * 3;
+    let mut rows = dst.chunks_exact_mut(3 * tp * ps * ps);
+    (0..w / (ps * ms))
+        .flat_map(move |bc| {
+            (0..ms).flat_map(move |ir| {
+                (0..ms).map(move |ic| ir * ps * stride + (bc * ms + ic) * ps * 3)
+            })
+        })
+        .map(move |base| (base, rows.next().expect("a band holds gw * ms rows")))
 }
 
 /// Buffers at least this large are backed by transparent huge pages where the kernel allows it.
@@ -765,15 +778,12 @@ mod band_rows_x86 {
     use super::NormLut;
     use std::arch::x86_64::*;
     use std::mem::MaybeUninit;
-    use std::sync::OnceLock;
 
+    /// (std caches what the CPU has: each call is a few loads.)
     pub(super) fn available() -> bool {
-        static HAS: OnceLock<bool> = OnceLock::new();
-        *HAS.get_or_init(|| {
-            is_x86_feature_detected!("avx512f")
-                && is_x86_feature_detected!("avx512bw")
-                && is_x86_feature_detected!("avx512vbmi")
-        })
+        is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vbmi")
     }
 
     #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
@@ -791,7 +801,6 @@ mod band_rows_x86 {
             "one register holds a patch row of at most 16 pixels"
         );
         let plane = ps * ps;
-        let dim = 3 * tp * plane;
         let stride = w * 3;
         let n_bytes = ps * 3;
         let load_mask: __mmask64 = (1u64 << n_bytes) - 1;
@@ -805,39 +814,29 @@ mod band_rows_x86 {
             // SAFETY: `idx` is 64 readable bytes.
             unsafe { _mm512_loadu_si512(idx.as_ptr().cast()) }
         });
-        let mut rows = dst.chunks_exact_mut(dim);
-        for bc in 0..w / (ps * ms) {
-            for ir in 0..ms {
-                for ic in 0..ms {
-                    let row = rows.next().expect("a band holds gw * ms rows");
-                    let base = ir * ps * stride + (bc * ms + ic) * ps * 3;
-                    for py in 0..ps {
-                        let line = &band[base + py * stride..base + py * stride + n_bytes];
-                        // SAFETY: the mask covers the `n_bytes` bytes of `line` and no others.
-                        let px =
-                            unsafe { _mm512_maskz_loadu_epi8(load_mask, line.as_ptr().cast()) };
-                        for (c, perm_c) in perm.iter().enumerate() {
-                            let bytes = _mm512_permutexvar_epi8(*perm_c, px);
-                            let idx = _mm512_cvtepu8_epi32(_mm512_castsi512_si128(bytes));
-                            // SAFETY: every index is a byte (< 256) and the table holds 256
-                            // values; lanes past `ps` are masked off.
-                            let v = unsafe {
-                                _mm512_mask_i32gather_ps::<4>(
-                                    _mm512_setzero_ps(),
-                                    lane_mask,
-                                    idx,
-                                    lut.0[c].as_ptr().cast(),
-                                )
-                            };
-                            for tt in 0..tp {
-                                let at = c * tp * plane + tt * plane + py * ps;
-                                let out = &mut row[at..at + ps];
-                                // SAFETY: the mask covers the `ps` values of `out` and no others.
-                                unsafe {
-                                    _mm512_mask_storeu_ps(out.as_mut_ptr().cast(), lane_mask, v)
-                                };
-                            }
-                        }
+        for (base, row) in super::patch_rows(w, ps, ms, tp, dst) {
+            for py in 0..ps {
+                let line = &band[base + py * stride..base + py * stride + n_bytes];
+                // SAFETY: the mask covers the `n_bytes` bytes of `line` and no others.
+                let px = unsafe { _mm512_maskz_loadu_epi8(load_mask, line.as_ptr().cast()) };
+                for (c, perm_c) in perm.iter().enumerate() {
+                    let bytes = _mm512_permutexvar_epi8(*perm_c, px);
+                    let idx = _mm512_cvtepu8_epi32(_mm512_castsi512_si128(bytes));
+                    // SAFETY: every index is a byte (< 256) and the table holds 256
+                    // values; lanes past `ps` are masked off.
+                    let v = unsafe {
+                        _mm512_mask_i32gather_ps::<4>(
+                            _mm512_setzero_ps(),
+                            lane_mask,
+                            idx,
+                            lut.0[c].as_ptr().cast(),
+                        )
+                    };
+                    for tt in 0..tp {
+                        let at = c * tp * plane + tt * plane + py * ps;
+                        let out = &mut row[at..at + ps];
+                        // SAFETY: the mask covers the `ps` values of `out` and no others.
+                        unsafe { _mm512_mask_storeu_ps(out.as_mut_ptr().cast(), lane_mask, v) };
                     }
                 }
             }
