@@ -6,10 +6,13 @@
 //! Defaults: 2 threads, grids 8 and 32 (an 8x8 and a 32x32 patch image). Prints GEMM GFLOP/s
 //! for the tower's shapes (skipped with GLM5V_FORWARD_ONLY=1) and the forward time per grid
 //! (best of a few runs). The weights are rounded to bf16, as `glm5v synth` writes them (so the
-//! panels store them as bf16); `GLM5V_SYNTH_F32=1` keeps them f32.
+//! panels store them as bf16); `GLM5V_SYNTH_F32=1` keeps them f32. `GLM5V_AB_TEAM=1` instead
+//! times forwards alternating with and without the spinning team of `kernels::team` (40 per
+//! grid up to 16x16, else 8) and prints both distributions.
 
 use glm5v_reference::kernels::attention::attention;
 use glm5v_reference::kernels::gemm::{LinearWeight, Par, SKINNY_MAX_ROWS, matmul_into};
+use glm5v_reference::kernels::team;
 use glm5v_reference::{CpuTower, Embedder, Threads, TowerWeights, VisionConfig};
 use ndarray::Array2;
 use rayon::prelude::*;
@@ -166,6 +169,7 @@ fn main() {
         );
     });
 
+    let ab_team = std::env::var("GLM5V_AB_TEAM").as_deref() == Ok("1");
     for g in grids {
         let n = g * g;
         let px =
@@ -174,6 +178,31 @@ fn main() {
         let mut best = f64::INFINITY;
         let mut best_cpu = f64::INFINITY;
         let runs = if g <= 16 { 5 } else { 3 };
+        if ab_team {
+            // forwards alternating with and without the spinning team (kernels::team), so
+            // that both see the same minutes of this machine
+            let mut alt: [Vec<f64>; 2] = [vec![], vec![]];
+            for r in 0..(if g <= 16 { 40 } else { 8 }) {
+                team::set_enabled(r % 2 == 0);
+                let t = Instant::now();
+                emb.embed_pixels(px.view(), &grid).unwrap();
+                alt[r % 2].push(t.elapsed().as_secs_f64());
+            }
+            team::set_enabled(true);
+            for (name, mut v) in ["team", "rayon"].into_iter().zip(alt) {
+                v.sort_by(f64::total_cmp);
+                let mean = v.iter().sum::<f64>() / v.len() as f64;
+                println!(
+                    "grid {g}x{g} {name:5}: {} forwards, best {:.3} s, quartile {:.3}, median {:.3}, mean {:.3}",
+                    v.len(),
+                    v[0],
+                    v[v.len() / 4],
+                    v[v.len() / 2],
+                    mean
+                );
+            }
+            continue;
+        }
         for _ in 0..runs {
             let mut marks = Vec::new();
             let c0 = cpu_seconds();

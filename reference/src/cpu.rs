@@ -6,7 +6,7 @@ use crate::geometry::{self, Grid, check_cols, check_shape};
 use crate::kernels::act::{gelu, swiglu_rows, swiglu_rows_into};
 use crate::kernels::attention::attention;
 use crate::kernels::gemm::{LinearWeight, Par};
-use crate::kernels::{norm, rope};
+use crate::kernels::{norm, rope, team};
 use crate::real::Real;
 use crate::taps::TapSink;
 use crate::tower::{Tower, progress};
@@ -274,7 +274,11 @@ impl<F: Real> CpuTower<F> {
         emit(taps, || "merger.proj".into(), h.view());
         let mut h = norm::layer_norm(h.view(), w.norm_w.view(), w.norm_b.view(), 1e-5);
         emit(taps, || "merger.post_projection_norm".into(), h.view());
-        h.par_mapv_inplace(gelu);
+        let cols = h.ncols();
+        let hs = h.as_slice_mut().expect("a fresh array is contiguous");
+        team::for_each_chunk_mut(hs, cols, |_, row| {
+            row.iter_mut().for_each(|v| *v = gelu(*v))
+        });
         emit(taps, || "merger.act1".into(), h.view());
         let gu = self.lin.m_gate_up.apply(h.view(), None, Par::Pool); // [G, 2P]
         emit(taps, || "merger.gate_proj".into(), gu.slice(s![.., ..p]));
@@ -401,6 +405,8 @@ impl<F: Real> Tower for CpuTower<F> {
     ) -> Result<Array2<f32>, TowerError> {
         let cfg = self.cfg();
         geometry::validate_pixels(cfg, pixel_values.nrows(), pixel_values.ncols(), grid_thw)?;
-        Ok(to_f32(self.forward_f(pixel_values, grid_thw, &mut taps)))
+        // the pool's threads spin between the forward's loops instead of sleeping (team.rs)
+        let out = team::with_team(|| self.forward_f(pixel_values, grid_thw, &mut taps));
+        Ok(to_f32(out))
     }
 }

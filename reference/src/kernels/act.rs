@@ -283,6 +283,15 @@ pub fn swiglu_rows_into<F: Real>(
     use ndarray::{Axis, Zip};
     let w = gu.ncols() / 2;
     assert_eq!(out.dim(), (gu.nrows(), w), "swiglu_rows_into: output shape");
+    if let (Some(o), true) = (out.as_slice_mut(), gu.is_standard_layout()) {
+        let g = gu.as_slice().expect("standard layout");
+        let gw = gu.ncols();
+        crate::kernels::team::for_each_chunk_mut(o, w, |i, o| {
+            let g = &g[i * gw..(i + 1) * gw];
+            F::swiglu_slice(&g[..w], &g[w..2 * w], o, limit)
+        });
+        return;
+    }
     Zip::from(out.axis_iter_mut(Axis(0)))
         .and(gu.axis_iter(Axis(0)))
         .par_for_each(|mut o, g| match (o.as_slice_mut(), g.as_slice()) {

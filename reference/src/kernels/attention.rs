@@ -2,10 +2,9 @@
 //! formed (memory is linear in the segment length), work is spread over heads x query blocks.
 
 use crate::kernels::gemm::{Par, matmul_into};
-use crate::kernels::row_slice;
+use crate::kernels::{row_slice, team};
 use crate::real::Real;
 use ndarray::{Array2, ArrayView2, ArrayViewMut2, s};
-use rayon::prelude::*;
 
 /// Query rows per task (the 1024-token, 16-head attention of a 32x32 image measured 23-30 ms with
 /// 256-1024 here against 34-51 ms with 128: fewer re-packings of each K and V block).
@@ -52,40 +51,37 @@ pub fn attention<F: Real>(
         }
     }
     let mut head_major = vec![F::ZERO; heads * n * hd]; // [heads, tokens, head_dim]
-    let mut chunks = Vec::with_capacity(tasks.len());
-    let mut rest = head_major.as_mut_slice();
-    for &t in &tasks {
-        let (chunk, tail) = rest.split_at_mut((t.4 - t.3) * hd);
-        chunks.push((t, chunk));
-        rest = tail;
-    }
-    chunks
-        .into_par_iter()
-        .for_each(|((h, s0, s1, r0, r1), out)| {
-            let cols = s![.., h * hd..(h + 1) * hd];
-            // this task's queries, its segment's keys and values, of head h
-            let qs = q.slice(cols).slice_move(s![r0..r1, ..]);
-            let ks = k.slice(cols).slice_move(s![s0..s1, ..]);
-            let vs = v.slice(cols).slice_move(s![s0..s1, ..]);
-            if s1 - s0 <= SHORT {
-                attend_short(qs, ks, vs, scale, out);
-            } else {
-                let out = ArrayViewMut2::from_shape((r1 - r0, hd), out).expect("chunk size");
-                attend_block(qs, ks, vs, scale, out);
-            }
-        });
+    // task i writes its query rows of its head: values ends[i - 1]..ends[i] of head_major
+    let ends: Vec<usize> = tasks
+        .iter()
+        .scan(0, |end, t| {
+            *end += (t.4 - t.3) * hd;
+            Some(*end)
+        })
+        .collect();
+    team::for_each_part_mut(&mut head_major, &ends, |i, out| {
+        let (h, s0, s1, r0, r1) = tasks[i];
+        let cols = s![.., h * hd..(h + 1) * hd];
+        // this task's queries, its segment's keys and values, of head h
+        let qs = q.slice(cols).slice_move(s![r0..r1, ..]);
+        let ks = k.slice(cols).slice_move(s![s0..s1, ..]);
+        let vs = v.slice(cols).slice_move(s![s0..s1, ..]);
+        if s1 - s0 <= SHORT {
+            attend_short(qs, ks, vs, scale, out);
+        } else {
+            let out = ArrayViewMut2::from_shape((r1 - r0, hd), out).expect("chunk size");
+            attend_block(qs, ks, vs, scale, out);
+        }
+    });
 
     let mut y = Array2::<F>::from_elem((n, d), F::ZERO);
-    y.axis_iter_mut(ndarray::Axis(0))
-        .into_par_iter()
-        .enumerate()
-        .for_each(|(t, mut row)| {
-            for h in 0..heads {
-                let src = &head_major[(h * n + t) * hd..(h * n + t + 1) * hd];
-                row.slice_mut(s![h * hd..(h + 1) * hd])
-                    .assign(&ndarray::ArrayView1::from(src));
-            }
-        });
+    let ys = y.as_slice_mut().expect("a fresh array is contiguous");
+    team::for_each_chunk_mut(ys, d, |t, row| {
+        for h in 0..heads {
+            let src = &head_major[(h * n + t) * hd..(h * n + t + 1) * hd];
+            row[h * hd..(h + 1) * hd].copy_from_slice(src);
+        }
+    });
     y
 }
 

@@ -8,6 +8,7 @@ pub mod panel;
 pub mod peak;
 pub mod rope;
 pub mod skinny;
+pub mod team;
 
 use std::borrow::Cow;
 

@@ -1,9 +1,9 @@
 //! RMSNorm (upstream `Glm5NextRMSNorm`) and LayerNorm (`torch.nn.LayerNorm`).
 //! Sums of squares and means accumulate in f64, so the f32 path rounds once per row statistic.
 
-use crate::kernels::row_slice;
+use crate::kernels::{row_slice, team};
 use crate::real::Real;
-use ndarray::{Array2, ArrayView1, ArrayView2, Axis, Zip};
+use ndarray::{Array2, ArrayView1, ArrayView2};
 
 /// `w * (x * rsqrt(mean(x^2) + eps))` over each row; `x` `[rows, n]`, `w` `[n]`.
 pub fn rms_norm<F: Real>(x: ArrayView2<F>, w: ArrayView1<F>, eps: f64) -> Array2<F> {
@@ -22,17 +22,13 @@ pub fn rms_norm_groups<F: Real>(x: ArrayView2<F>, w: ArrayView1<F>, eps: f64) ->
     let eps = F::from_f64(eps);
     let w = w.to_vec();
     let mut y = Array2::<F>::from_elem(x.raw_dim(), F::ZERO);
-    Zip::from(y.axis_iter_mut(Axis(0)))
-        .and(x.axis_iter(Axis(0)))
-        .par_for_each(|mut yr, xr| {
-            let xr = row_slice(xr);
-            let yr = yr
-                .as_slice_mut()
-                .expect("a fresh array's rows are contiguous");
-            for (xg, yg) in xr.chunks_exact(g).zip(yr.chunks_exact_mut(g)) {
-                norm_group(xg, &w, eps, yg);
-            }
-        });
+    let ys = y.as_slice_mut().expect("a fresh array is contiguous");
+    team::for_each_chunk_mut(ys, x.ncols(), |i, yr| {
+        let xr = row_slice(x.row(i));
+        for (xg, yg) in xr.chunks_exact(g).zip(yr.chunks_exact_mut(g)) {
+            norm_group(xg, &w, eps, yg);
+        }
+    });
     y
 }
 
@@ -94,17 +90,17 @@ pub fn layer_norm<F: Real>(
 ) -> Array2<F> {
     let n = x.ncols();
     let mut y = Array2::<F>::from_elem(x.raw_dim(), F::ZERO);
-    Zip::from(y.axis_iter_mut(Axis(0)))
-        .and(x.axis_iter(Axis(0)))
-        .par_for_each(|mut yr, xr| {
-            let mean = xr.iter().map(|v| v.to_f64()).sum::<f64>() / n as f64;
-            let var = xr.iter().map(|v| (v.to_f64() - mean).powi(2)).sum::<f64>() / n as f64;
-            let mean = F::from_f64(mean);
-            let rstd = F::from_f64(1.0 / (var + eps).sqrt());
-            for c in 0..n {
-                yr[c] = (xr[c] - mean) * rstd * w[c] + b[c];
-            }
-        });
+    let ys = y.as_slice_mut().expect("a fresh array is contiguous");
+    team::for_each_chunk_mut(ys, n, |i, yr| {
+        let xr = x.row(i);
+        let mean = xr.iter().map(|v| v.to_f64()).sum::<f64>() / n as f64;
+        let var = xr.iter().map(|v| (v.to_f64() - mean).powi(2)).sum::<f64>() / n as f64;
+        let mean = F::from_f64(mean);
+        let rstd = F::from_f64(1.0 / (var + eps).sqrt());
+        for c in 0..n {
+            yr[c] = (xr[c] - mean) * rstd * w[c] + b[c];
+        }
+    });
     y
 }
 

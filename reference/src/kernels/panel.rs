@@ -158,7 +158,7 @@ impl Panels {
         let groups = np.div_ceil(group);
         let xp = pack_rows(x, m, k);
         let x = &xp[..];
-        (0..groups * row_tasks).into_par_iter().for_each(|t| {
+        super::team::for_each(groups * row_tasks, |t| {
             let (g, rt) = (t / row_tasks, t % row_tasks);
             let r0 = rt * rows_per;
             let r1 = (r0 + rows_per).min(m);
@@ -482,27 +482,25 @@ unsafe fn step<const R: usize>(
 fn pack_rows(x: &[f32], m: usize, k: usize) -> Vec<f32> {
     let tiles = m.div_ceil(MR);
     let mut xp = vec![0.0f32; tiles * k * MR];
-    xp.par_chunks_mut((k * MR).max(1))
-        .enumerate()
-        .for_each(|(t, tile)| {
-            let rows = MR.min(m - t * MR);
-            let src = &x[t * MR * k..(t * MR + rows) * k];
-            if rows == MR {
-                // written in order, the six rows read side by side
-                let r: [&[f32]; MR] = std::array::from_fn(|i| &src[i * k..(i + 1) * k]);
-                for (kk, out) in tile.chunks_exact_mut(MR).enumerate() {
-                    for (o, row) in out.iter_mut().zip(&r) {
-                        *o = row[kk];
-                    }
-                }
-                return;
-            }
-            for (r, row) in src.chunks_exact(k.max(1)).enumerate() {
-                for (kk, &v) in row.iter().enumerate() {
-                    tile[kk * MR + r] = v;
+    super::team::for_each_chunk_mut(&mut xp, k * MR, |t, tile| {
+        let rows = MR.min(m - t * MR);
+        let src = &x[t * MR * k..(t * MR + rows) * k];
+        if rows == MR {
+            // written in order, the six rows read side by side
+            let r: [&[f32]; MR] = std::array::from_fn(|i| &src[i * k..(i + 1) * k]);
+            for (kk, out) in tile.chunks_exact_mut(MR).enumerate() {
+                for (o, row) in out.iter_mut().zip(&r) {
+                    *o = row[kk];
                 }
             }
-        });
+            return;
+        }
+        for (r, row) in src.chunks_exact(k.max(1)).enumerate() {
+            for (kk, &v) in row.iter().enumerate() {
+                tile[kk * MR + r] = v;
+            }
+        }
+    });
     xp
 }
 

@@ -135,8 +135,11 @@ pub fn qk_norm_rope<F: Real>(
                     Some(keep.as_slice_mut().expect(contiguous)),
                 )
             }),
-        None => Zip::indexed(qk.axis_iter_mut(Axis(0)))
-            .par_for_each(|t, mut out| work(t, out.as_slice_mut().expect(contiguous), None)),
+        None => crate::kernels::team::for_each_chunk_mut(
+            qk.as_slice_mut().expect(contiguous),
+            2 * d,
+            |t, out| work(t, out, None),
+        ),
     }
     (qk, normed)
 }

@@ -4,8 +4,6 @@
 //! no packing. AVX-512 only (4 weight rows x 4 input rows = 16 vector accumulators); without
 //! it callers use the general product.
 
-use rayon::prelude::*;
-
 /// Weight rows per parallel task.
 const ROWS_PER_TASK: usize = 32;
 
@@ -38,18 +36,16 @@ pub fn linear_skinny_f32(
         return false;
     }
     let out_addr = out.as_mut_ptr() as usize;
-    (0..n.div_ceil(ROWS_PER_TASK))
-        .into_par_iter()
-        .for_each(|t| {
-            let j0 = t * ROWS_PER_TASK;
-            let j1 = (j0 + ROWS_PER_TASK).min(n);
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: AVX-512 was detected; tasks write disjoint column ranges [j0, j1) of `out`,
-            // which outlives the loop; every read is inside `x` and `w` (indices clamped below).
-            unsafe {
-                block_avx512(x, w, bias, out_addr as *mut f32, m, k, n, j0, j1)
-            };
-        });
+    super::team::for_each(n.div_ceil(ROWS_PER_TASK), |t| {
+        let j0 = t * ROWS_PER_TASK;
+        let j1 = (j0 + ROWS_PER_TASK).min(n);
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX-512 was detected; tasks write disjoint column ranges [j0, j1) of `out`,
+        // which outlives the loop; every read is inside `x` and `w` (indices clamped below).
+        unsafe {
+            block_avx512(x, w, bias, out_addr as *mut f32, m, k, n, j0, j1)
+        };
+    });
     true
 }
 
