@@ -8,7 +8,9 @@
 //! (best of a few runs). The weights are rounded to bf16, as `glm5v synth` writes them (so the
 //! panels store them as bf16); `GLM5V_SYNTH_F32=1` keeps them f32. `GLM5V_AB_TEAM=1` instead
 //! times forwards alternating with and without the spinning team of `kernels::team` (40 per
-//! grid up to 16x16, else 8) and prints both distributions.
+//! grid up to 16x16, else 8) and prints both distributions. `GLM5V_GLOBAL_POOL=1` runs in
+//! rayon's global pool (as `glm5v bench cpu` does: the forward's leader is then the calling
+//! thread, outside the pool) instead of a pool of `threads`.
 
 use glm5v_reference::kernels::attention::attention;
 use glm5v_reference::kernels::gemm::{LinearWeight, Par, SKINNY_MAX_ROWS, matmul_into};
@@ -90,7 +92,12 @@ fn main() {
         t0.elapsed().as_secs_f64()
     );
     let tower = CpuTower::new(weights);
-    let emb = Embedder::from_tower(Box::new(tower), Threads::Count(threads)).unwrap();
+    let pool = if std::env::var("GLM5V_GLOBAL_POOL").as_deref() == Ok("1") {
+        Threads::Global
+    } else {
+        Threads::Count(threads)
+    };
+    let emb = Embedder::from_tower(Box::new(tower), pool).unwrap();
 
     // GEMM throughput on the tower's shapes (GLM5V_FORWARD_ONLY=1 skips it, e.g. under perf).
     let micro = std::env::var_os("GLM5V_FORWARD_ONLY").is_none();
