@@ -521,7 +521,10 @@ mod tests {
                 });
             }
             assert!(formed, "no team formed in a minute");
-            assert!(other.load(Ordering::Relaxed) > 0, "no index ran on the helper");
+            assert!(
+                other.load(Ordering::Relaxed) > 0,
+                "no index ran on the helper"
+            );
         });
     }
 
