@@ -7,7 +7,7 @@
 //! scheduling it again. An 8x8 forward on the 2-core VM here made ~290 context switches and
 //! spent ~8% of its CPU time idle or in the scheduler. Inside [`with_team`] the pool's other
 //! threads instead wait for the next loop spinning, and [`for_each`] hands out a loop's indices
-//! to the caller and to them (~70 context switches per forward; forwards alternating with and
+//! to the caller and to them (~70-100 context switches per forward; forwards alternating with and
 //! without a team, `GLM5V_AB_TEAM=1 full_geometry 2 8`: medians 7-10% shorter with one).
 //!
 //! Each thread of a team starts on its own contiguous share of a loop's indices, in order (the
