@@ -20,7 +20,10 @@
 //! every kernel works the same with or without one. One team exists at a time in a process:
 //! forwards run side by side from several threads use rayon's loops (spinning threads would only
 //! take cores from each other). A helper waiting between loops runs queued rayon work of its
-//! pool, so holding a pool thread never starves rayon work that someone waits for.
+//! pool, so holding a pool thread never starves rayon work that someone waits for; that work
+//! may be long (another caller's whole forward on a shared pool), and the team's loops run
+//! without that helper meanwhile. A helper job that starts on a thread inside one of a loop's
+//! calls (picked up while that call waits in rayon) returns at once.
 
 use rayon::prelude::*;
 use std::any::Any;
@@ -84,14 +87,19 @@ impl Job<'_> {
     /// Runs indices as participant `me` until no range has any left.
     fn work(&self, me: usize) {
         let me = me.min(self.parts - 1);
+        let mut ran = 0;
         loop {
             while let Some(i) = self.take_front(me) {
                 self.run(i);
+                ran += 1;
             }
             if !self.steal_into(me) {
-                return;
+                break;
             }
         }
+        // Release: the calls' writes are visible to whoever sees the count (one add per
+        // participant, not per index: the counter's line is shared by all of them).
+        self.done.fetch_add(ran, Ordering::Release);
     }
 
     /// The next index of `p`'s range (its owner's side).
@@ -143,12 +151,13 @@ impl Job<'_> {
     }
 
     fn run(&self, i: usize) {
-        if let Err(p) = catch_unwind(AssertUnwindSafe(|| (self.f)(i))) {
+        IN_CALL.set(IN_CALL.get() + 1);
+        let result = catch_unwind(AssertUnwindSafe(|| (self.f)(i)));
+        IN_CALL.set(IN_CALL.get() - 1);
+        if let Err(p) = result {
             let mut slot = self.panic.lock().unwrap_or_else(|e| e.into_inner());
             slot.get_or_insert(p);
         }
-        // Release: the index's writes are visible to whoever sees the count.
-        self.done.fetch_add(1, Ordering::Release);
     }
 }
 
@@ -168,6 +177,8 @@ struct Team {
 thread_local! {
     /// The team this thread leads, while it is outside the team's loops.
     static LEADING: Cell<*const Team> = const { Cell::new(std::ptr::null()) };
+    /// How many loop calls this thread is inside (nested through rayon work it picked up).
+    static IN_CALL: Cell<usize> = const { Cell::new(0) };
 }
 
 /// Whether [`with_team`] forms teams: `GLM5V_CPU_TEAM=0` in the environment (read once) or
@@ -241,13 +252,20 @@ pub fn with_team<R>(f: impl FnOnce() -> R) -> R {
 /// A helper: runs the indices of each new loop it sees until the leader quits. Helpers that
 /// start after the leader finished (not yet picked up by a pool thread then) return at once.
 fn helper(team: &Team, id: usize) {
+    // A helper job picked up by a thread that is inside a loop's call (waiting in a rayon call
+    // of that call's body, stealing work meanwhile) must not spin there: that call would never
+    // return, its loop never finish, and the leader never let the helpers go.
+    if IN_CALL.get() > 0 {
+        return;
+    }
     let mut last = 0;
     let mut spins = 0;
     loop {
         if team.quit.load(Ordering::Acquire) {
             return;
         }
-        if team.seq.load(Ordering::Acquire) == last {
+        let seq = team.seq.load(Ordering::Acquire);
+        if seq == last {
             spins = pause_helper(spins);
             continue;
         }
@@ -258,7 +276,8 @@ fn helper(team: &Team, id: usize) {
         team.busy.fetch_add(1, Ordering::SeqCst);
         let p = team.job.load(Ordering::SeqCst);
         if p.is_null() {
-            last = team.seq.load(Ordering::Acquire).max(last);
+            // (that loop is over; a newer one published meanwhile is taken on the next turn)
+            last = seq;
         } else {
             // SAFETY: see above; the job lives until `busy` drops back.
             let job = unsafe { &*p };
@@ -526,6 +545,57 @@ mod tests {
                 "no index ran on the helper"
             );
         });
+    }
+
+    /// A rayon call in a loop's body, on a helper, while another helper job is still queued (one
+    /// pool thread was busy when the team formed): waiting in rayon, the helper may pick up that
+    /// job; it must return instead of spinning inside the unfinished call. (Without the
+    /// `IN_CALL` check in `helper`, 2 of 3 runs of this test hung within 4 attempts.) Each
+    /// attempt runs on its own thread, with a 20 s watchdog.
+    #[test]
+    fn nested_rayon_in_a_helper_call_does_not_hang() {
+        use std::sync::Arc;
+        use std::time::Duration;
+        for attempt in 0..30 {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let pool = pool(3);
+                let gate = Arc::new(AtomicBool::new(false));
+                let g = gate.clone();
+                // one pool thread is busy elsewhere while the team forms
+                pool.spawn(move || {
+                    while !g.load(Ordering::Acquire) {
+                        std::thread::sleep(Duration::from_micros(200))
+                    }
+                });
+                std::thread::sleep(Duration::from_millis(20));
+                pool.install(|| {
+                    let leader = std::thread::current().id();
+                    let once = AtomicBool::new(false);
+                    with_team(|| {
+                        for_each(64, |_| {
+                            if std::thread::current().id() != leader
+                                && !once.swap(true, Ordering::AcqRel)
+                            {
+                                gate.store(true, Ordering::Release);
+                                rayon::join(
+                                    || std::thread::sleep(Duration::from_millis(30)),
+                                    || std::thread::sleep(Duration::from_millis(30)),
+                                );
+                            } else {
+                                std::thread::sleep(Duration::from_micros(300));
+                            }
+                        });
+                    });
+                    gate.store(true, Ordering::Release);
+                });
+                let _ = tx.send(());
+            });
+            assert!(
+                rx.recv_timeout(Duration::from_secs(20)).is_ok(),
+                "attempt {attempt}: hung"
+            );
+        }
     }
 
     #[test]
