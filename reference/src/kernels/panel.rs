@@ -121,7 +121,8 @@ impl Panels {
     }
 
     /// `y = x · wᵀ + bias` with `x` `[m, k]` (row-major, contiguous), `y` `[m, n]` (overwritten),
-    /// parallel over panels in the current rayon pool.
+    /// parallel over panels ([`super::team::for_each`]: the team's threads inside a forward,
+    /// else the current rayon pool).
     ///
     /// # Panics
     /// If the lengths disagree with the shapes or the CPU lacks AVX-512 ([`available`]).

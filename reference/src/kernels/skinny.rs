@@ -20,7 +20,8 @@ pub fn available() -> bool {
 }
 
 /// `out[i, j] = bias[j] + sum_c x[i, c] * w[j, c]`; `x` `[m, k]`, `w` `[n, k]`, `out` `[m, n]`,
-/// all row-major and contiguous. Parallel over blocks of weight rows in the current pool.
+/// all row-major and contiguous. Parallel over blocks of weight rows (`team::for_each`: the
+/// team's threads inside a forward, else the current rayon pool).
 /// Returns false (doing nothing) when the CPU lacks AVX-512.
 pub fn linear_skinny_f32(
     x: &[f32],
