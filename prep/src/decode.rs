@@ -24,6 +24,7 @@ mod bmp;
 mod exif;
 mod gif;
 mod header;
+mod inflate;
 mod jpeg;
 mod modes;
 mod png;
@@ -336,8 +337,9 @@ pub(crate) enum ForPrep<'a> {
 /// - a JPEG that needs no orientation, decodes to RGB and changes width is decoded by the caller
 ///   in stripes of rows, resized horizontally as they come out ([`JpegRows`]), which saves
 ///   writing and reading back full-size images;
-/// - an 8-bit RGB PNG without a colour key that needs no orientation is read row by row
-///   ([`StreamRows`]), so that the rows can be resized and processed while the rest is still
+/// - an 8-bit RGB PNG without a colour key that needs no orientation is inflated on two threads
+///   when its image data is large and splits ([`png::rgb8_split`], a raster), else read row by
+///   row ([`StreamRows`]), so that the rows can be resized and processed while the rest is still
 ///   being inflated;
 /// - anything else is [`load_image`]'s image.
 pub(crate) fn decode_for_prep<'a>(
@@ -381,6 +383,7 @@ pub(crate) fn decode_for_prep<'a>(
         if let Some(rows) = rows.filter(|r| (r.width, r.height) == (hw, hh)) {
             return Ok(ForPrep::Rows(Box::new(StreamRows {
                 rows,
+                bytes: &o.bytes,
                 input: src.name(),
             })));
         }
@@ -398,10 +401,25 @@ pub(crate) fn decode_for_prep<'a>(
 /// An image's RGB rows, read on demand (see [`ForPrep::Rows`]).
 pub(crate) struct StreamRows<'a> {
     rows: png::RgbRows<'a>,
+    /// The whole file.
+    bytes: &'a [u8],
     input: String,
 }
 
 impl StreamRows<'_> {
+    /// The file's length in bytes.
+    pub(crate) fn file_len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The image inflated on two threads ([`png::rgb8_split`]): all its rows, unfiltered.
+    /// `first_rows(rows, k)` is called on this thread with the first `k` rows as soon as they
+    /// are in, while the other thread may still be inflating the rest. `None` when the file's
+    /// image data does not split (then [`StreamRows::read`] reads it).
+    pub(crate) fn split(&self, first_rows: impl FnOnce(&[u8], usize) + Send) -> Option<Vec<u8>> {
+        png::rgb8_split(self.bytes, self.rows.width, self.rows.height, first_rows)
+    }
+
     pub(crate) fn height(&self) -> usize {
         self.rows.height
     }

@@ -163,7 +163,10 @@ pub fn prep_images(srcs: &[ImageSource], opts: &PrepOptions) -> Result<PixelBatc
                     pixels::write_image_rows(&r, g.content, g.canvas, p, &lut, out)
                 }
                 decode::ForPrep::Rows(rows) => {
-                    pixels::stream_image_rows(*rows, g.content, g.canvas, p, &lut, out)
+                    match pixels::split_image_rows(&rows, g.content, g.canvas, p, &lut, out) {
+                        Some(grid) => Ok(grid),
+                        None => pixels::stream_image_rows(*rows, g.content, g.canvas, p, &lut, out),
+                    }
                 }
                 decode::ForPrep::Jpeg(rows) => {
                     pixels::stream_jpeg_rows(&rows, g.content, g.canvas, p, &lut, out)
@@ -318,6 +321,58 @@ mod tests {
                 kinds.contains(&k),
                 "no case of (resize h, resize w, pad) = {k:?}: {kinds:?}"
             );
+        }
+    }
+
+    /// PNGs large enough for the two-thread inflate ([`pixels::split_image_rows`]: no resize,
+    /// image data past 128 KiB) give the same values as `load_image` + `preprocess_rgb`, with
+    /// and without padding, in other patch geometries, and in a one-thread pool (no split).
+    #[test]
+    fn split_png_equals_preprocess_rgb() {
+        use std::sync::atomic::Ordering;
+        let sizes = [(480, 640), (476, 644), (300, 1000), (1000, 301)];
+        let mut o_geom = PrepOptions::default();
+        o_geom.image.patch_size = 16;
+        o_geom.image.temporal_patch_size = 3;
+        o_geom.image.merge_size = 3;
+        let pool1 = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        let pool2 = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        for (oi, o) in [PrepOptions::default(), o_geom].iter().enumerate() {
+            for (i, &(h, w)) in sizes.iter().enumerate() {
+                let src = image_of(h, w, (oi * 10 + i) as u32, false);
+                let want = preprocess_rgb(&load_image(&src, &o.decode).unwrap(), o).unwrap();
+                assert_eq!(
+                    want.content,
+                    (h as usize, w as usize),
+                    "{h}x{w} is not resized"
+                );
+                for (threads, pool) in [(1, &pool1), (2, &pool2)] {
+                    let before = pixels::SPLITS.load(Ordering::Relaxed);
+                    let got = pool
+                        .install(|| prep_images(std::slice::from_ref(&src), o))
+                        .unwrap();
+                    let split = pixels::SPLITS.load(Ordering::Relaxed) > before;
+                    // (other tests may split at the same time: only "it did" is certain)
+                    if threads == 2 {
+                        assert!(split, "{h}x{w}, options {oi}: not split");
+                    }
+                    assert_eq!(got.image_grid_thw[0], want.grid_thw.map(|d| d as i64));
+                    let differ = got
+                        .pixel_values
+                        .iter()
+                        .zip(&want.pixel_values)
+                        .filter(|(a, b)| a.to_bits() != b.to_bits())
+                        .count();
+                    assert_eq!(got.pixel_values.len(), want.pixel_values.len());
+                    assert_eq!(differ, 0, "{h}x{w}, options {oi}, {threads} threads");
+                }
+            }
         }
     }
 

@@ -229,6 +229,134 @@ impl<'a> RgbRows<'a> {
     }
 }
 
+/// The RGB rows of an 8-bit RGB, non-interlaced PNG (those [`RgbRows`] reads), with its image
+/// data inflated on two threads ([`super::inflate::inflate_zlib_split`]) and then unfiltered
+/// here. `None` when that does not apply or does not succeed (a short or unsplittable stream,
+/// another length, a checksum or filter type that is wrong, IDAT chunks not in one run): then
+/// [`RgbRows`] reads the file, and reports what is wrong with it.
+pub(crate) fn rgb8_split(
+    data: &[u8],
+    width: usize,
+    height: usize,
+    first_rows: impl FnOnce(&[u8], usize) + Send,
+) -> Option<Vec<u8>> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let z = image_data(data)?;
+    let row = width.checked_mul(3)?;
+    // rows unfiltered on the first part's thread (usize::MAX: a bad filter type there)
+    let done = AtomicUsize::new(0);
+    let mut raw = super::inflate::inflate_zlib_split(&z, height.checked_mul(row + 1)?, |part| {
+        let k = (part.len() / (row + 1)).min(height);
+        let ok = unfilter(part, row, 0..k, 3).is_some();
+        done.store(if ok { k } else { usize::MAX }, Ordering::Release);
+        if ok {
+            first_rows(&part[..k * row], k);
+        }
+    })?;
+    let k = done.load(Ordering::Acquire);
+    if k == usize::MAX {
+        return None;
+    }
+    unfilter(&mut raw, row, k..height, 3)?;
+    raw.truncate(height * row);
+    Some(raw)
+}
+
+/// The zlib stream of a PNG: its IDAT chunks' contents in order (borrowed when there is one).
+fn image_data(data: &[u8]) -> Option<std::borrow::Cow<'_, [u8]>> {
+    if data.get(..8)? != b"\x89PNG\r\n\x1a\n" {
+        return None;
+    }
+    let (mut at, mut parts, mut after_idat) = (8usize, Vec::new(), false);
+    loop {
+        let len = u32::from_be_bytes(data.get(at..at + 4)?.try_into().ok()?) as usize;
+        let body = data.get(at + 8..(at + 8).checked_add(len)?)?;
+        match data.get(at + 4..at + 8)? {
+            b"IDAT" if after_idat => return None,
+            b"IDAT" => parts.push(body),
+            b"IEND" => break,
+            _ => after_idat = !parts.is_empty(),
+        }
+        at += 12 + len;
+    }
+    match parts.len() {
+        0 => None,
+        1 => Some(parts[0].into()),
+        _ => Some(parts.concat().into()),
+    }
+}
+
+/// Undoes the row filters of rows `rows` of `raw` in place (raw row `y`: its filter type byte
+/// at `y * (row + 1)`, then `row` bytes of 8-bit samples, `bpp` bytes a pixel), moving each to
+/// `y * row`, where the rows above must already be. `None` for a filter type other than 0-4.
+fn unfilter(raw: &mut [u8], row: usize, rows: std::ops::Range<usize>, bpp: usize) -> Option<()> {
+    for y in rows {
+        let src = y * (row + 1);
+        let filter = raw[src];
+        raw.copy_within(src + 1..src + 1 + row, y * row);
+        let (done, cur) = raw.split_at_mut(y * row);
+        let cur = &mut cur[..row];
+        // the row above (none above the first: zeros)
+        let up = |i: usize| if y > 0 { done[(y - 1) * row + i] } else { 0 };
+        match filter {
+            0 => {}
+            1 if bpp == 3 => {
+                let mut left = [0u8; 3];
+                for px in cur.chunks_exact_mut(3) {
+                    for c in 0..3 {
+                        left[c] = px[c].wrapping_add(left[c]);
+                        px[c] = left[c];
+                    }
+                }
+            }
+            1 => {
+                for i in bpp..row {
+                    cur[i] = cur[i].wrapping_add(cur[i - bpp]);
+                }
+            }
+            2 if y > 0 => {
+                for (c, &p) in cur.iter_mut().zip(&done[(y - 1) * row..]) {
+                    *c = c.wrapping_add(p);
+                }
+            }
+            2 => {}
+            3 => {
+                for i in 0..row {
+                    let left = if i >= bpp { cur[i - bpp] } else { 0 };
+                    cur[i] = cur[i].wrapping_add(((left as u16 + up(i) as u16) >> 1) as u8);
+                }
+            }
+            4 => {
+                for i in 0..row {
+                    let (a, c) = if i >= bpp {
+                        (cur[i - bpp], up(i - bpp))
+                    } else {
+                        (0, 0)
+                    };
+                    cur[i] = cur[i].wrapping_add(paeth(a, up(i), c));
+                }
+            }
+            _ => return None,
+        }
+    }
+    Some(())
+}
+
+/// The PNG Paeth predictor: of left, up and upper left, the one nearest to left + up - upper left
+/// (ties in that order).
+fn paeth(a: u8, b: u8, c: u8) -> u8 {
+    let (a, b, c) = (a as i16, b as i16, c as i16);
+    let p = a + b - c;
+    let (pa, pb, pc) = ((p - a).abs(), (p - b).abs(), (p - c).abs());
+    (if pa <= pb && pa <= pc {
+        a
+    } else if pb <= pc {
+        b
+    } else {
+        c
+    }) as u8
+}
+
 /// Copies `len` bytes per row, or for 16-bit samples the high (first) byte of each of `len` samples.
 /// Rows of 8-bit samples already packed back to back are kept in place.
 fn high_bytes(mut buf: Vec<u8>, stride: usize, h: usize, len: usize, sixteen: bool) -> Vec<u8> {
@@ -255,5 +383,81 @@ fn map_err(e: png::DecodingError) -> Fail {
             Fail::Corrupt("the file ends before the image data does (truncated)".into())
         }
         other => Fail::Corrupt(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A photo-like RGB image: smooth gradients plus noise (a stream of several hundred KiB).
+    fn photo(w: usize, h: usize) -> Vec<u8> {
+        let mut s = 0x243f_6a88_85a3_08d3u64;
+        let mut px = Vec::with_capacity(w * h * 3);
+        for y in 0..h {
+            for x in 0..w {
+                for c in 0..3 {
+                    s ^= s << 13;
+                    s ^= s >> 7;
+                    s ^= s << 17;
+                    let v = (x * (c + 1) + y * (3 - c)) as f64 / 5.0 + (s % 25) as f64 - 12.0;
+                    px.push(v.rem_euclid(256.0) as u8);
+                }
+            }
+        }
+        px
+    }
+
+    fn encode(px: &[u8], w: usize, h: usize, filter: png::Filter, level: u8) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut enc = png::Encoder::new(&mut out, w as u32, h as u32);
+        enc.set_color(ColorType::Rgb);
+        enc.set_depth(BitDepth::Eight);
+        enc.set_filter(filter);
+        enc.set_deflate_compression(match level {
+            0 => png::DeflateCompression::FdeflateUltraFast,
+            l => png::DeflateCompression::Level(l),
+        });
+        let mut wr = enc.write_header().unwrap();
+        wr.write_image_data(px).unwrap();
+        wr.finish().unwrap();
+        out
+    }
+
+    /// The two-thread decode gives the rows the png crate reads ([`RgbRows`]) for every filter
+    /// type, at zlib levels 6 and 9 (where it must split) and with fdeflate's encoder (where it
+    /// may not, and then gives `None`).
+    #[test]
+    fn split_decode_equals_png_crate() {
+        let (w, h) = (700, 420);
+        let px = photo(w, h);
+        let mut split = 0;
+        for filter in [
+            png::Filter::NoFilter,
+            png::Filter::Sub,
+            png::Filter::Up,
+            png::Filter::Avg,
+            png::Filter::Paeth,
+            png::Filter::Adaptive,
+        ] {
+            for level in [0, 6, 9] {
+                let file = encode(&px, w, h, filter, level);
+                let mut rows = RgbRows::open(&file, usize::MAX).unwrap().unwrap();
+                let mut want = vec![0u8; w * h * 3];
+                rows.read(&mut want).unwrap();
+                assert_eq!(want, px, "the png crate reads back what was written");
+                match rgb8_split(&file, w, h, |_, _| {}) {
+                    Some(got) => {
+                        assert!(got == want, "{filter:?}, level {level}: other rows");
+                        split += 1;
+                    }
+                    None => assert_eq!(level, 0, "{filter:?}, level {level}: not split"),
+                }
+            }
+        }
+        assert!(split >= 12, "{split} of 18 files split");
+        // a filter type past 4 is left to the png crate
+        let mut raw = vec![5u8, 1, 2, 3];
+        assert!(unfilter(&mut raw, 3, 0..1, 3).is_none());
     }
 }

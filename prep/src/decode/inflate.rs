@@ -1,0 +1,1033 @@
+//! Inflate (RFC 1950/1951) of one large zlib stream on two threads, for the PNG decode.
+//!
+//! A deflate stream is one chain of blocks, each free to copy from the 32 KiB of output before it,
+//! so an inflater runs on one core; a PNG's image data is one such stream. The speculative method
+//! of pugz (Kerbiriou & Chikhi, 2019) and rapidgzip (Knespel & Brunst, 2023) splits it anyway:
+//!
+//! - the second thread looks for a dynamic-Huffman block header from a point in the compressed
+//!   data on (a cheap test of the header's first bits, then the full header, then the whole block
+//!   must decode and be followed by another plausible header), and decodes from there with the
+//!   output before that point unknown: a back-reference into it becomes a marker naming the
+//!   window position (`256 + index` in 16-bit symbols, bytes below 256). Once the last 32 KiB it
+//!   decoded hold no marker, the rest needs nothing from before: from the next block boundary on
+//!   it is handed to the `fdeflate` crate (the `png` crate's own inflater, faster than ours), the
+//!   remaining input shifted to start at a byte behind a zlib header, that 32 KiB in front of its
+//!   output as the window;
+//! - the first thread (the caller's) runs `fdeflate` from the start, given the input up to the
+//!   byte holding the second thread's start bit and no further: a streaming inflater decodes
+//!   every symbol whose bits it has, so it ends exactly where the second thread began. It never
+//!   waits for the other thread: if no start has been published when it reaches the point where
+//!   the search began (the other thread was slow to take its job, or found nothing), it cancels
+//!   the second part and inflates the whole stream itself;
+//! - the markers are then replaced from the first thread's last 32 KiB: the bits after a block
+//!   boundary decode to the same symbols whatever came before; only the bytes a back-reference
+//!   copies depend on it.
+//!
+//! Nothing is trusted on faith: the two parts must add up to the expected length exactly and the
+//! whole output must match the stream's Adler-32 (taken as its last four bytes when `fdeflate`
+//! ended the second part); any failure, a header the second thread cannot find, or a stream it
+//! cannot parse returns `None`, and the caller decodes as before (the `png` crate, one thread).
+//! So a stream this code cannot split costs time, never a different answer.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Compressed streams shorter than this are inflated on one thread (the split saves less than
+/// it costs).
+pub(crate) const MIN_SPLIT_BYTES: usize = 128 * 1024;
+
+/// Where in the compressed data the second thread starts looking, as a share of it. The first
+/// thread starts at once and writes its rows' bands when its part is done; the second first has
+/// to be taken up by another thread and find a block header. Whole PNG preps of the bench's
+/// 640x480 image in alternating loops (medians): 0.50 2.16 ms, 0.55 2.00-2.02, 0.60 2.00, 0.65
+/// 2.13 (one thread's inflate and the streamed path: 2.20-2.27).
+const SPLIT: f64 = 0.55;
+
+/// Primary table bits; longer codes go through subtables.
+const LIT_BITS: u32 = 12;
+const DIST_BITS: u32 = 8;
+const CL_BITS: u32 = 7;
+/// Table lengths (primary part and room for subtables): masked indices need no bounds checks.
+const LIT_TABLE: usize = 8192;
+const DIST_TABLE: usize = 4096;
+const CL_TABLE: usize = 1 << CL_BITS;
+
+// A table entry: bits to consume in bits 0..5 (bit 5 clear), kind in 6..8, extra bits (or the
+// literal count of a literal entry, 1 or 2) in 8..13, value in 16..32.
+const K_LIT: u32 = 0;
+const K_BASE: u32 = 1;
+const K_EOB: u32 = 2;
+const K_SUB: u32 = 3;
+/// A bit pattern no code has.
+const INVALID: u32 = entry(1, K_EOB, 0, 0);
+
+const fn entry(value: u32, kind: u32, extra: u32, len: u32) -> u32 {
+    value << 16 | extra << 8 | kind << 6 | len
+}
+
+#[inline(always)]
+const fn kind(e: u32) -> u32 {
+    (e >> 6) & 3
+}
+
+const LEN_BASE: [u16; 29] = [
+    3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131,
+    163, 195, 227, 258,
+];
+const LEN_EXTRA: [u8; 29] = [
+    0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0,
+];
+const DIST_BASE: [u16; 30] = [
+    1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537,
+    2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577,
+];
+const DIST_EXTRA: [u8; 30] = [
+    0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13,
+    13,
+];
+/// Order of the code length code lengths in a dynamic block header.
+const CL_ORDER: [usize; 19] = [
+    16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15,
+];
+const WINDOW: usize = 32768;
+
+/// A stream (or a false header) this decoder rejects.
+#[derive(Debug)]
+struct Bad;
+
+type R<T> = Result<T, Bad>;
+
+/// Little-endian bit reader over the whole compressed buffer.
+#[derive(Clone, Copy)]
+struct Bits<'a> {
+    d: &'a [u8],
+    pos: usize,
+    /// Zero bytes fed past the end.
+    over: usize,
+    buf: u64,
+    n: u32,
+}
+
+impl<'a> Bits<'a> {
+    fn at(d: &'a [u8], bit: usize) -> Self {
+        let mut b = Bits {
+            d,
+            pos: bit / 8,
+            over: 0,
+            buf: 0,
+            n: 0,
+        };
+        b.refill();
+        b.consume((bit % 8) as u32);
+        b
+    }
+
+    /// At least 56 bits in `buf` (past the end: zeros, counted in `over`).
+    #[inline(always)]
+    fn refill(&mut self) {
+        if self.pos + 8 <= self.d.len() {
+            let w = u64::from_le_bytes(self.d[self.pos..self.pos + 8].try_into().unwrap());
+            // the bits above n may already hold the same bytes: OR leaves them as they are
+            self.buf |= w << self.n;
+            self.pos += (63 - self.n as usize) >> 3;
+            self.n |= 56;
+        } else {
+            *self = self.refill_slow();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refill_slow(mut self) -> Self {
+        while self.n <= 56 {
+            let b = if self.pos < self.d.len() {
+                self.pos += 1;
+                self.d[self.pos - 1]
+            } else {
+                self.over += 1;
+                0
+            };
+            self.buf |= (b as u64) << self.n;
+            self.n += 8;
+        }
+        self
+    }
+
+    /// Drops `k & 63` bits (callers pass whole table entries: their low bits are the length).
+    #[inline(always)]
+    fn consume(&mut self, k: u32) {
+        self.buf >>= k & 63;
+        self.n -= k & 63;
+    }
+
+    #[inline(always)]
+    fn take(&mut self, k: u32) -> u32 {
+        let v = (self.buf & ((1u64 << k) - 1)) as u32;
+        self.consume(k);
+        v
+    }
+
+    fn bitpos(&self) -> usize {
+        (self.pos + self.over) * 8 - self.n as usize
+    }
+
+    fn overrun(&self) -> bool {
+        self.bitpos() > self.d.len() * 8
+    }
+}
+
+/// A canonical Huffman decoding table (codes read LSB first) for `lens`, into `t` (`size`
+/// entries). `sym` gives a symbol's entry without its length. zlib's rules: an over-subscribed
+/// set fails; an incomplete one only as a single code of length 1 or no codes at all, unless
+/// `complete` is asked for.
+fn build(
+    t: &mut Vec<u32>,
+    size: usize,
+    lens: &[u8],
+    primary: u32,
+    complete: bool,
+    sym: impl Fn(usize) -> u32,
+) -> R<()> {
+    let mut count = [0u32; 16];
+    for &l in lens {
+        count[l as usize] += 1;
+    }
+    count[0] = 0;
+    let (mut left, mut max) = (1i32, 0usize);
+    for (l, &c) in count.iter().enumerate().skip(1) {
+        left = (left << 1) - c as i32;
+        if left < 0 {
+            return Err(Bad);
+        }
+        if c > 0 {
+            max = l;
+        }
+    }
+    if left > 0 && (complete || max > 1) {
+        return Err(Bad);
+    }
+    let mut next = [0u32; 16];
+    let mut code = 0;
+    for l in 1..16 {
+        code = (code + count[l - 1]) << 1;
+        next[l] = code;
+    }
+    t.clear();
+    t.resize(size, INVALID);
+    let mut free = 1usize << primary;
+    let sub_bits = (max as u32).saturating_sub(primary);
+    for (s, &l) in lens.iter().enumerate() {
+        let l = l as u32;
+        if l == 0 {
+            continue;
+        }
+        let c = next[l as usize];
+        next[l as usize] += 1;
+        let rev = c.reverse_bits() >> (32 - l);
+        if l <= primary {
+            let e = sym(s) | l;
+            let mut i = rev as usize;
+            while i < 1 << primary {
+                t[i] = e;
+                i += 1 << l;
+            }
+        } else {
+            let prefix = (rev & ((1 << primary) - 1)) as usize;
+            let start = if kind(t[prefix]) == K_SUB {
+                (t[prefix] >> 16) as usize
+            } else {
+                let start = free;
+                free += 1 << sub_bits;
+                if free > size {
+                    return Err(Bad);
+                }
+                t[prefix] = entry(start as u32, K_SUB, sub_bits, primary);
+                start
+            };
+            let l2 = l - primary;
+            let e = sym(s) | l2;
+            let mut i = (rev >> primary) as usize;
+            while i < 1 << sub_bits {
+                t[start + i] = e;
+                i += 1 << l2;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Turns each primary entry of a literal whose remaining index bits hold a whole literal code
+/// too into one entry of both literals.
+fn pair_literals(t: &mut [u32]) {
+    // downwards: `i >> l1` is below `i` (or `i` is 0) and still holds its single entry
+    for i in (0..1usize << LIT_BITS).rev() {
+        let e = t[i];
+        if kind(e) != K_LIT {
+            continue;
+        }
+        let l1 = e & 31;
+        let e2 = t[i >> l1];
+        if kind(e2) == K_LIT && (e2 >> 8) & 31 == 1 && l1 + (e2 & 31) <= LIT_BITS {
+            t[i] = entry((e >> 16) | (e2 >> 16) << 8, K_LIT, 2, l1 + (e2 & 31));
+        }
+    }
+}
+
+fn lit_sym(s: usize) -> u32 {
+    match s {
+        0..=255 => entry(s as u32, K_LIT, 1, 0),
+        256 => entry(0, K_EOB, 0, 0),
+        257..=285 => {
+            let i = s - 257;
+            entry(LEN_BASE[i] as u32, K_BASE, LEN_EXTRA[i] as u32, 0)
+        }
+        _ => INVALID,
+    }
+}
+
+fn dist_sym(s: usize) -> u32 {
+    if s < 30 {
+        entry(DIST_BASE[s] as u32, K_BASE, DIST_EXTRA[s] as u32, 0)
+    } else {
+        INVALID
+    }
+}
+
+/// Output symbols: bytes, or 16-bit symbols (bytes, and window markers `256 + index` for bytes
+/// before the start that back-references copy).
+trait Sym: Copy + Send {
+    const MARKERS: bool;
+    fn lit(b: u32) -> Self;
+    fn marker(window_index: usize) -> Self;
+}
+
+impl Sym for u8 {
+    const MARKERS: bool = false;
+    #[inline(always)]
+    fn lit(b: u32) -> Self {
+        b as u8
+    }
+    fn marker(_: usize) -> Self {
+        unreachable!("bytes have no markers")
+    }
+}
+
+impl Sym for u16 {
+    const MARKERS: bool = true;
+    #[inline(always)]
+    fn lit(b: u32) -> Self {
+        b as u16
+    }
+    #[inline(always)]
+    fn marker(window_index: usize) -> Self {
+        (256 + window_index) as u16
+    }
+}
+
+/// The second thread's inflater (into bytes, or into 16-bit symbols with markers).
+struct Inflater<'a> {
+    bits: Bits<'a>,
+    lit: Vec<u32>,
+    dist: Vec<u32>,
+    cl: Vec<u32>,
+}
+
+impl<'a> Inflater<'a> {
+    fn new(d: &'a [u8], bit: usize) -> Self {
+        Inflater {
+            bits: Bits::at(d, bit),
+            lit: Vec::with_capacity(LIT_TABLE),
+            dist: Vec::with_capacity(DIST_TABLE),
+            cl: Vec::with_capacity(CL_TABLE),
+        }
+    }
+
+    /// A dynamic block's code lengths and tables (after BFINAL and BTYPE).
+    fn dynamic_header(&mut self) -> R<()> {
+        let b = &mut self.bits;
+        b.refill();
+        let hlit = b.take(5) as usize + 257;
+        let hdist = b.take(5) as usize + 1;
+        let hclen = b.take(4) as usize + 4;
+        if hlit > 286 || hdist > 30 {
+            return Err(Bad);
+        }
+        let mut cl_lens = [0u8; 19];
+        for &i in &CL_ORDER[..hclen] {
+            b.refill();
+            cl_lens[i] = b.take(3) as u8;
+        }
+        build(&mut self.cl, CL_TABLE, &cl_lens, CL_BITS, true, |s| {
+            entry(s as u32, K_LIT, 0, 0)
+        })?;
+        let mut lens = [0u8; 286 + 30];
+        let n = hlit + hdist;
+        let mut i = 0;
+        while i < n {
+            b.refill();
+            let e = self.cl[(b.buf & ((1 << CL_BITS) - 1)) as usize];
+            if e == INVALID {
+                return Err(Bad);
+            }
+            b.consume(e);
+            let (v, rep) = match e >> 16 {
+                s @ 0..=15 => (s as u8, 1),
+                16 if i > 0 => (lens[i - 1], 3 + b.take(2) as usize),
+                16 => return Err(Bad),
+                17 => (0, 3 + b.take(3) as usize),
+                _ => (0, 11 + b.take(7) as usize),
+            };
+            if i + rep > n {
+                return Err(Bad);
+            }
+            lens[i..i + rep].fill(v);
+            i += rep;
+        }
+        if lens[256] == 0 || b.overrun() {
+            return Err(Bad);
+        }
+        build(
+            &mut self.lit,
+            LIT_TABLE,
+            &lens[..hlit],
+            LIT_BITS,
+            false,
+            lit_sym,
+        )?;
+        pair_literals(&mut self.lit);
+        build(
+            &mut self.dist,
+            DIST_TABLE,
+            &lens[hlit..n],
+            DIST_BITS,
+            false,
+            dist_sym,
+        )
+    }
+
+    fn fixed_tables(&mut self) {
+        let mut lens = [0u8; 288];
+        lens[..144].fill(8);
+        lens[144..256].fill(9);
+        lens[256..280].fill(7);
+        lens[280..].fill(8);
+        build(&mut self.lit, LIT_TABLE, &lens, LIT_BITS, true, lit_sym)
+            .expect("the fixed code is complete");
+        pair_literals(&mut self.lit);
+        build(
+            &mut self.dist,
+            DIST_TABLE,
+            &[5u8; 30],
+            DIST_BITS,
+            false,
+            dist_sym,
+        )
+        .expect("the fixed distance code is complete");
+    }
+
+    /// A stored block's bytes (after BFINAL and BTYPE).
+    fn stored<T: Sym>(&mut self, out: &mut [T], o: &mut usize) -> R<()> {
+        let b = &mut self.bits;
+        b.consume(b.n % 8);
+        // whole bytes still in the buffer go back to the input
+        let at = b.pos + b.over - (b.n / 8) as usize;
+        if at + 4 > b.d.len() {
+            return Err(Bad);
+        }
+        let len = u16::from_le_bytes([b.d[at], b.d[at + 1]]) as usize;
+        let nlen = u16::from_le_bytes([b.d[at + 2], b.d[at + 3]]) as usize;
+        if len != !nlen & 0xffff || at + 4 + len > b.d.len() || *o + len > out.len() {
+            return Err(Bad);
+        }
+        for (dst, &s) in out[*o..*o + len].iter_mut().zip(&b.d[at + 4..at + 4 + len]) {
+            *dst = T::lit(s as u32);
+        }
+        *o += len;
+        *b = Bits::at(b.d, (at + 4 + len) * 8);
+        Ok(())
+    }
+
+    /// The symbols of one Huffman block (tables built), up to and including its end code.
+    #[inline(never)]
+    fn codes<T: Sym>(&mut self, out: &mut [T], o: &mut usize) -> R<()> {
+        // the reader's state in registers for the loop
+        let mut b = self.bits;
+        let lit: &[u32; LIT_TABLE] = self.lit[..].try_into().expect("a full table");
+        let dist: &[u32; DIST_TABLE] = self.dist[..].try_into().expect("a full table");
+        const LM: u64 = (1 << LIT_BITS) - 1;
+        let mut p = *o;
+        let end = out.len();
+        loop {
+            b.refill();
+            let mut e = lit[(b.buf & LM) as usize];
+            // Up to three literal entries (one or two literals each) per refill, 45 bits at
+            // most, all looked up from the same buffer.
+            if kind(e) == K_LIT && p + 6 <= end {
+                let buf = b.buf;
+                let s1 = e & 31;
+                let e2 = lit[((buf >> s1) & LM) as usize];
+                let s2 = s1 + (e2 & 31);
+                let e3 = lit[((buf >> s2) & LM) as usize];
+                out[p] = T::lit((e >> 16) & 255);
+                out[p + 1] = T::lit(e >> 24);
+                p += ((e >> 8) & 3) as usize;
+                if kind(e2) != K_LIT {
+                    b.consume(s1);
+                    continue;
+                }
+                out[p] = T::lit((e2 >> 16) & 255);
+                out[p + 1] = T::lit(e2 >> 24);
+                p += ((e2 >> 8) & 3) as usize;
+                if kind(e3) != K_LIT {
+                    b.consume(s2);
+                    continue;
+                }
+                out[p] = T::lit((e3 >> 16) & 255);
+                out[p + 1] = T::lit(e3 >> 24);
+                p += ((e3 >> 8) & 3) as usize;
+                b.consume(s2 + (e3 & 31));
+                continue;
+            }
+            if kind(e) == K_SUB {
+                b.consume(LIT_BITS);
+                let i = (e >> 16) as usize + (b.buf & ((1 << ((e >> 8) & 31)) - 1)) as usize;
+                e = lit[i & (LIT_TABLE - 1)];
+            }
+            b.consume(e);
+            match kind(e) {
+                K_LIT => {
+                    let c = ((e >> 8) & 3) as usize;
+                    if p + c > end {
+                        return Err(Bad);
+                    }
+                    out[p] = T::lit((e >> 16) & 255);
+                    if c == 2 {
+                        out[p + 1] = T::lit(e >> 24);
+                    }
+                    p += c;
+                }
+                K_EOB if e == INVALID => return Err(Bad),
+                K_EOB => break,
+                _ => {
+                    let len = (e >> 16) as usize + b.take((e >> 8) & 31) as usize;
+                    let mut d = dist[(b.buf & ((1 << DIST_BITS) - 1)) as usize];
+                    if kind(d) == K_SUB {
+                        b.consume(DIST_BITS);
+                        let i =
+                            (d >> 16) as usize + (b.buf & ((1 << ((d >> 8) & 31)) - 1)) as usize;
+                        d = dist[i & (DIST_TABLE - 1)];
+                    }
+                    if kind(d) != K_BASE {
+                        return Err(Bad);
+                    }
+                    b.consume(d);
+                    let dd = (d >> 16) as usize + b.take((d >> 8) & 31) as usize;
+                    if p + len > end || dd > p + if T::MARKERS { WINDOW } else { 0 } {
+                        return Err(Bad);
+                    }
+                    if dd <= p {
+                        if dd >= len {
+                            out.copy_within(p - dd..p - dd + len, p);
+                        } else {
+                            for q in p..p + len {
+                                out[q] = out[q - dd];
+                            }
+                        }
+                    } else {
+                        // reaches before this thread's start: markers for the unknown bytes
+                        for q in p..p + len {
+                            out[q] = if dd <= q {
+                                out[q - dd]
+                            } else {
+                                T::marker(WINDOW + q - dd)
+                            };
+                        }
+                    }
+                    p += len;
+                }
+            }
+        }
+        *o = p;
+        self.bits = b;
+        if b.overrun() { Err(Bad) } else { Ok(()) }
+    }
+
+    /// One block, header and contents; returns BFINAL.
+    fn block<T: Sym>(&mut self, out: &mut [T], o: &mut usize) -> R<bool> {
+        self.bits.refill();
+        let fin = self.bits.take(1) == 1;
+        match self.bits.take(2) {
+            0 => self.stored(out, o)?,
+            1 => {
+                self.fixed_tables();
+                self.codes(out, o)?
+            }
+            2 => {
+                self.dynamic_header()?;
+                self.codes(out, o)?
+            }
+            _ => return Err(Bad),
+        }
+        Ok(fin)
+    }
+}
+
+/// Kraft sums (in 1/128) of four 3-bit code length code lengths, by their 12 bits.
+static KRAFT4: [u16; 4096] = {
+    let mut t = [0u16; 4096];
+    let mut i = 0;
+    while i < 4096 {
+        let (mut k, mut sum) = (0, 0);
+        while k < 4 {
+            let l = (i >> (3 * k)) & 7;
+            if l > 0 {
+                sum += 128 >> l;
+            }
+            k += 1;
+        }
+        t[i] = sum;
+        i += 1;
+    }
+    t
+};
+
+/// Whether a dynamic block header could start at `bit` (16 bytes must follow): BTYPE 2, counts
+/// in range, a complete code length code.
+#[inline(always)]
+fn plausible(z: &[u8], bit: usize) -> bool {
+    let at = bit / 8;
+    let w = u128::from_le_bytes(z[at..at + 16].try_into().unwrap()) >> (bit % 8);
+    let w0 = w as u64;
+    if (w0 >> 1) & 3 != 2 || (w0 >> 3) & 31 > 29 || (w0 >> 8) & 31 > 29 {
+        return false;
+    }
+    let n = ((w0 >> 13) & 15) as usize + 4;
+    // lengths past the n-th count as 0; the set is complete when the sum is exactly 1
+    let c = (w >> 17) as u64 & ((1u64 << (3 * n)) - 1);
+    let sum = KRAFT4[(c & 4095) as usize]
+        + KRAFT4[((c >> 12) & 4095) as usize]
+        + KRAFT4[((c >> 24) & 4095) as usize]
+        + KRAFT4[((c >> 36) & 4095) as usize]
+        + KRAFT4[((c >> 48) & 511) as usize];
+    sum == 128
+}
+
+/// The first bit at or after `from` (below `to`) where [`plausible`] holds, testing BTYPE and the
+/// HLIT / HDIST ranges of 8 positions at a time first.
+fn next_candidate(z: &[u8], from: usize, to: usize) -> Option<usize> {
+    let (mut k, mut skip) = (from / 8, from % 8);
+    while k * 8 < to && k + 24 <= z.len() {
+        let w = u64::from_le_bytes(z[k..k + 8].try_into().unwrap());
+        let c = !(w >> 1)
+            & (w >> 2)
+            & !(w >> 4 & w >> 5 & w >> 6 & w >> 7)
+            & !(w >> 9 & w >> 10 & w >> 11 & w >> 12);
+        let mut m = (c & 0xff) >> skip << skip;
+        skip = 0;
+        while m != 0 {
+            let bit = k * 8 + m.trailing_zeros() as usize;
+            if bit >= to {
+                return None;
+            }
+            if plausible(z, bit) {
+                return Some(bit);
+            }
+            m &= m - 1;
+        }
+        k += 1;
+    }
+    None
+}
+
+/// Whether any block's header could start at `bit`: a final block, a stored block with a
+/// consistent length, or a plausible dynamic one.
+fn plausible_next(z: &[u8], bit: usize) -> bool {
+    if bit / 8 + 24 > z.len() {
+        return true;
+    }
+    let w = (z[bit / 8] as u32 | (z[bit / 8 + 1] as u32) << 8) >> (bit % 8);
+    if w & 1 == 1 {
+        return true;
+    }
+    match (w >> 1) & 3 {
+        0 => {
+            let at = (bit + 3).div_ceil(8);
+            u16::from_le_bytes([z[at], z[at + 1]]) == !u16::from_le_bytes([z[at + 2], z[at + 3]])
+        }
+        2 => plausible(z, bit),
+        _ => false,
+    }
+}
+
+/// A zlib header (deflate, 32 KiB window, no dictionary) and then the bits of `z` from `bit` on,
+/// shifted to start at a byte, then 8 zero bytes (room for the checksum a reader looks for).
+fn realign(z: &[u8], bit: usize) -> Vec<u8> {
+    let (p, k) = (bit / 8, (bit % 8) as u32);
+    let mut out = Vec::with_capacity(z.len() - p + 10);
+    out.extend_from_slice(&[0x78, 0x01]);
+    if k == 0 {
+        out.extend_from_slice(&z[p..]);
+    } else {
+        let src = &z[p..];
+        let n = src.len();
+        out.resize(2 + n, 0);
+        let dst = &mut out[2..];
+        let words = (n - 1) / 8;
+        for i in 0..words {
+            let w = u64::from_le_bytes(src[8 * i..8 * i + 8].try_into().unwrap());
+            let next = src[8 * i + 8] as u64;
+            let v = (w >> k) | (next << (64 - k));
+            dst[8 * i..8 * i + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        for i in 8 * words..n {
+            let next = src.get(i + 1).map_or(0, |&b| b);
+            dst[i] = (src[i] >> k) | (next << (8 - k));
+        }
+    }
+    out.extend_from_slice(&[0; 8]);
+    out
+}
+
+const UNKNOWN: u64 = u64::MAX;
+const NONE: u64 = u64::MAX - 1;
+const CANCELLED: u64 = u64::MAX - 2;
+
+/// What the first part's thread did: inflated up to the second part (its length, Adler-32 and
+/// last 32 KiB), or the whole stream.
+enum First {
+    Part(usize, u32, Vec<u8>),
+    Whole,
+}
+
+/// What the second thread decoded: 16-bit symbols from its start, then (once its last 32 KiB
+/// held no marker) bytes, the first [`WINDOW`] of which repeat the symbols' last 32 KiB.
+struct Tail {
+    symbols: Vec<u16>,
+    n_symbols: usize,
+    bytes: Vec<u8>,
+    n_bytes: usize,
+    /// The bit after the final block (`None`: the Adler-32 is taken as the stream's last 4 bytes).
+    end_bit: Option<usize>,
+}
+
+/// The second thread: the first block header at or after bit `from` whose block decodes and is
+/// followed by a plausible header, published in `start` (or NONE), then everything from there to
+/// the end of the stream (at most `max_out` bytes).
+fn second(z: &[u8], from: usize, max_out: usize, start: &AtomicU64) -> Option<Tail> {
+    if start.load(Ordering::Acquire) != UNKNOWN {
+        return None;
+    }
+    let last = z.len().saturating_sub(24) * 8;
+    let mut symbols = vec![0u16; max_out.min(1 << 19)];
+    let mut bit = from;
+    let mut inf = Inflater::new(z, from);
+    while let Some(b) = next_candidate(z, bit, last) {
+        bit = b;
+        inf.bits = Bits::at(z, bit);
+        let mut o = 0;
+        if let Ok(mut fin) = inf.block(&mut symbols, &mut o)
+            && o > 0
+            && (fin || plausible_next(z, inf.bits.bitpos()))
+        {
+            // published unless the first part has given up on this one
+            start
+                .compare_exchange(UNKNOWN, bit as u64, Ordering::AcqRel, Ordering::Relaxed)
+                .ok()?;
+            // symbols while the last 32 KiB may hold markers
+            while !fin && (o < WINDOW || symbols[o - WINDOW..o].iter().any(|&v| v > 255)) {
+                fin = inf.block(&mut symbols, &mut o).ok()?;
+            }
+            let mut bytes = Vec::new();
+            let mut n = 0;
+            let mut end_bit = Some(inf.bits.bitpos());
+            if !fin {
+                // The rest by fdeflate, which reads a zlib stream from a byte: the input
+                // from this block boundary on, moved to a byte boundary behind a zlib
+                // header; its output starts after the (marker-free) window it copies from.
+                bytes = vec![0u8; WINDOW + max_out - o];
+                for (d, &v) in bytes.iter_mut().zip(&symbols[o - WINDOW..o]) {
+                    *d = v as u8;
+                }
+                let input = realign(z, inf.bits.bitpos());
+                let mut d = fdeflate::Decompressor::new();
+                d.ignore_adler32();
+                let (_, k) = d.read(&input, &mut bytes, WINDOW, true).ok()?;
+                if !d.is_done() {
+                    return None;
+                }
+                n = WINDOW + k;
+                end_bit = None;
+            }
+            return Some(Tail {
+                symbols,
+                n_symbols: o,
+                bytes,
+                n_bytes: n,
+                end_bit,
+            });
+        }
+        bit += 1;
+    }
+    let _ = start.compare_exchange(UNKNOWN, NONE, Ordering::AcqRel, Ordering::Relaxed);
+    None
+}
+
+fn zlib_header(z: &[u8]) -> Option<()> {
+    let (cmf, flg) = (*z.first()?, *z.get(1)?);
+    // deflate, window <= 32 KiB, check bits, no preset dictionary
+    (cmf & 15 == 8
+        && cmf >> 4 <= 7
+        && (u16::from(cmf) << 8 | u16::from(flg)) % 31 == 0
+        && flg & 0x20 == 0)
+        .then_some(())
+}
+
+/// Inflates the zlib stream `z`, whose output must be exactly `out_len` bytes, on two threads
+/// (see the module text); `None` when it cannot (too short to split, one thread in the pool, no
+/// block header found, a malformed stream, another length, a wrong Adler-32). `first_part` runs
+/// on the first part's thread with that part's output as soon as it is complete (the PNG decode
+/// unfilters its rows there).
+pub(crate) fn inflate_zlib_split(
+    z: &[u8],
+    out_len: usize,
+    first_part: impl FnOnce(&mut [u8]) + Send,
+) -> Option<Vec<u8>> {
+    zlib_header(z)?;
+    if z.len() < MIN_SPLIT_BYTES || rayon::current_num_threads() < 2 {
+        return None;
+    }
+    let from = (2 + ((z.len() - 2) as f64 * SPLIT) as usize) * 8;
+    let handover = AtomicU64::new(UNKNOWN);
+    let mut out = vec![0u8; out_len];
+    // The first part runs on this thread, the search and the second part wherever rayon puts
+    // them. The first part never waits: when it reaches the point where the search begins and
+    // the search has not published a start yet (another thread was slow to take it, or there is
+    // none), it cancels the second part and inflates everything itself.
+    let first_thread = || -> Option<First> {
+        let mut d = fdeflate::Decompressor::new();
+        let (mut used, mut o) = (0usize, 0usize);
+        let mut feed = |end: usize, last: bool, used: &mut usize, o: &mut usize| -> Option<()> {
+            loop {
+                let (c, n) = d.read(&z[*used..end], &mut out, *o, last).ok()?;
+                *used += c;
+                *o += n;
+                if c == 0 && n == 0 {
+                    return Some(());
+                }
+            }
+        };
+        feed(from / 8, false, &mut used, &mut o)?;
+        match handover.compare_exchange(UNKNOWN, CANCELLED, Ordering::AcqRel, Ordering::Acquire) {
+            Err(h) if h != NONE => {
+                // up to the byte holding the second part's first bit
+                let h = h as usize;
+                feed(h.div_ceil(8), false, &mut used, &mut o)?;
+                // what the rest needs of this part before `first_part` may change it: its
+                // checksum and its last 32 KiB (the markers' bytes)
+                let mut a = simd_adler32::Adler32::new();
+                a.write(&out[..o]);
+                let window = out[o.saturating_sub(WINDOW)..o].to_vec();
+                first_part(&mut out[..o]);
+                Some(First::Part(o, a.finish(), window))
+            }
+            _ => {
+                // everything here (fdeflate checks the Adler-32)
+                feed(z.len(), true, &mut used, &mut o)?;
+                (d.is_done() && o == out_len).then_some(First::Whole)
+            }
+        }
+    };
+    let (first, tail) = rayon::join(first_thread, || second(z, from, out_len, &handover));
+    let (o0, adler0, window) = match first? {
+        First::Whole => return Some(out),
+        First::Part(o, a, w) => (o, a, w),
+    };
+    let t = tail?;
+    let n_bytes = t.n_bytes.saturating_sub(WINDOW);
+    if o0 + t.n_symbols + n_bytes != out_len {
+        return None;
+    }
+    // the markers from the first part's last 32 KiB
+    let (sym_out, byte_out) = out[o0..].split_at_mut(t.n_symbols);
+    let missing = WINDOW - window.len();
+    for (dst, src) in sym_out
+        .chunks_mut(64)
+        .zip(t.symbols[..t.n_symbols].chunks(64))
+    {
+        if src.iter().all(|&v| v < 256) {
+            for (d, &v) in dst.iter_mut().zip(src) {
+                *d = v as u8;
+            }
+        } else {
+            for (d, &v) in dst.iter_mut().zip(src) {
+                *d = match v.checked_sub(256) {
+                    None => v as u8,
+                    Some(i) => *window.get((i as usize).checked_sub(missing)?)?,
+                };
+            }
+        }
+    }
+    if n_bytes > 0 {
+        byte_out.copy_from_slice(&t.bytes[WINDOW..t.n_bytes]);
+    }
+    // the Adler-32 follows the final block, byte-aligned
+    let at = match t.end_bit {
+        Some(b) => b.div_ceil(8),
+        None => z.len().checked_sub(4)?,
+    };
+    let want = u32::from_be_bytes(z.get(at..at + 4)?.try_into().ok()?);
+    let mut a = simd_adler32::Adler32::new();
+    a.write(&out[o0..]);
+    (adler32_combine(adler0, a.finish(), out_len - o0) == want).then_some(out)
+}
+
+/// The Adler-32 of `A` then `B` from those of `A` and of `B` (`len_b` bytes), as zlib's
+/// `adler32_combine` computes it: the second sum gains `len_b` times the first part's first sum.
+fn adler32_combine(a: u32, b: u32, len_b: usize) -> u32 {
+    const BASE: u64 = 65521;
+    let rem = len_b as u64 % BASE;
+    let (a1, a2) = ((a & 0xffff) as u64, (a >> 16) as u64);
+    let (b1, b2) = ((b & 0xffff) as u64, (b >> 16) as u64);
+    let sum1 = (a1 + b1 + BASE - 1) % BASE;
+    let sum2 = (rem * a1 % BASE + a2 + b2 + BASE - rem) % BASE;
+    (sum2 << 16 | sum1) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn xorshift(s: &mut u64) -> u64 {
+        *s ^= *s << 13;
+        *s ^= *s >> 7;
+        *s ^= *s << 17;
+        *s
+    }
+
+    /// Data of a few kinds: noise, a small alphabet, runs with rare changes, copies of recent
+    /// bytes (long matches), and filtered-photo-like residuals.
+    fn data(kind: u64, n: usize, s: &mut u64) -> Vec<u8> {
+        let mut d = vec![0u8; n];
+        for i in 0..n {
+            d[i] = match kind % 5 {
+                0 => xorshift(s) as u8,
+                1 => b'a' + (xorshift(s) % 4) as u8,
+                2 => ((i / 7) % 251) as u8 ^ xorshift(s).is_multiple_of(16) as u8,
+                3 if i > 300 && !xorshift(s).is_multiple_of(3) => {
+                    d[i - 1 - (xorshift(s) % 280) as usize]
+                }
+                3 => xorshift(s) as u8,
+                _ => ((xorshift(s) % 25) as i32 - 12) as u8,
+            };
+        }
+        d
+    }
+
+    /// `realign` moves the bits from any bit on to the start of a byte, behind a zlib header
+    /// (deflate, 32 KiB window, valid check bits), with 8 zero bytes after.
+    #[test]
+    fn realign_moves_every_bit() {
+        let mut s = 0x1234_5678_9abc_def1u64;
+        let z: Vec<u8> = (0..77).map(|_| xorshift(&mut s) as u8).collect();
+        let bit_of = |d: &[u8], i: usize| d[i / 8] >> (i % 8) & 1;
+        for from in 0..z.len() * 8 {
+            let r = realign(&z, from);
+            assert!(zlib_header(&r).is_some(), "{from}: a zlib header");
+            let n = z.len() * 8 - from;
+            for i in 0..n {
+                assert_eq!(
+                    bit_of(&r[2..], i),
+                    bit_of(&z, from + i),
+                    "bit {i} from {from}"
+                );
+            }
+            assert!(
+                r[2 + n.div_ceil(8)..].iter().all(|&b| b == 0),
+                "{from}: zeros after"
+            );
+            assert!(r.len() >= 2 + n.div_ceil(8) + 8, "{from}: 8 bytes after");
+        }
+    }
+
+    /// Streams made by miniz_oxide at every level from every kind of data inflate to the same
+    /// bytes as the input, and the split is taken wherever the stream has dynamic blocks past
+    /// its middle (all but level 0 and noise, which are stored blocks).
+    #[test]
+    fn split_inflate_equals_input() {
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        let mut split = 0;
+        for case in 0..40u64 {
+            let n = 200_000 + (xorshift(&mut s) % 500_000) as usize;
+            let d = data(case, n, &mut s);
+            let level = (case % 10) as u8;
+            let z = miniz_oxide::deflate::compress_to_vec_zlib(&d, level);
+            match inflate_zlib_split(&z, n, |_| ()) {
+                Some(out) => {
+                    assert!(
+                        out == d,
+                        "case {case}: level {level}, {n} bytes: wrong output"
+                    );
+                    split += 1;
+                }
+                // noise and level 0 give stored blocks: no header to find
+                None => assert!(
+                    z.len() < MIN_SPLIT_BYTES || level == 0 || case % 5 == 0,
+                    "case {case}: level {level}, {n} bytes, {} compressed: not split",
+                    z.len()
+                ),
+            }
+            // another length is refused
+            assert!(inflate_zlib_split(&z, n + 1, |_| ()).is_none());
+        }
+        assert!(split >= 20, "only {split} of 40 streams were split");
+    }
+
+    /// The combined checksum is the checksum of the concatenation, at every split point.
+    #[test]
+    fn adler32_combine_is_concatenation() {
+        let mut s = 7u64;
+        let d: Vec<u8> = (0..200_000).map(|_| xorshift(&mut s) as u8).collect();
+        let adler = |b: &[u8]| {
+            let mut a = simd_adler32::Adler32::new();
+            a.write(b);
+            a.finish()
+        };
+        for cut in [0, 1, 5552, 65521, 65522, 100_000, 199_999, 200_000] {
+            let (x, y) = d.split_at(cut);
+            assert_eq!(
+                adler32_combine(adler(x), adler(y), y.len()),
+                adler(&d),
+                "cut {cut}"
+            );
+        }
+    }
+
+    /// A corrupted stream gives `None` (the caller's one-thread decode then reports it), never
+    /// other bytes: a flipped bit that still decodes changes the output, which the Adler-32 then
+    /// rejects; one in the padding before the Adler-32 changes nothing.
+    #[test]
+    fn corrupt_streams_are_refused() {
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        let d = data(4, 600_000, &mut s);
+        let z = miniz_oxide::deflate::compress_to_vec_zlib(&d, 6);
+        assert_eq!(
+            inflate_zlib_split(&z, d.len(), |_| ()).as_deref(),
+            Some(&d[..])
+        );
+        let mut refused = 0;
+        for _ in 0..60 {
+            let mut bad = z.clone();
+            let at = 2 + (xorshift(&mut s) as usize) % (bad.len() - 2);
+            bad[at] ^= 1 << (xorshift(&mut s) % 8);
+            match inflate_zlib_split(&bad, d.len(), |_| ()) {
+                None => refused += 1,
+                Some(out) => assert!(out == d, "a bit flipped at byte {at} gave other bytes"),
+            }
+        }
+        assert!(
+            refused >= 55,
+            "only {refused} of 60 corrupted streams refused"
+        );
+        // truncated
+        assert!(inflate_zlib_split(&z[..z.len() - 9], d.len(), |_| ()).is_none());
+    }
+}
