@@ -25,6 +25,16 @@ mod exif;
 mod gif;
 mod header;
 mod inflate;
+/// Tests: while `on` holds, every two-thread inflate waits for its second part
+/// ([`inflate::Policy::Wait`]); each `true` needs its `false`.
+#[cfg(test)]
+pub(crate) fn inflate_wait_for_second(on: bool) {
+    use std::sync::atomic::Ordering::Relaxed;
+    match on {
+        true => inflate::WAIT_FOR_SECOND.fetch_add(1, Relaxed),
+        false => inflate::WAIT_FOR_SECOND.fetch_sub(1, Relaxed),
+    };
+}
 mod jpeg;
 mod modes;
 mod png;
@@ -407,25 +417,36 @@ pub(crate) struct StreamRows<'a> {
 }
 
 impl StreamRows<'_> {
-    /// The file's length in bytes.
-    pub(crate) fn file_len(&self) -> usize {
-        self.bytes.len()
-    }
-
-    /// The image inflated on two threads ([`png::rgb8_split`]): all its rows, unfiltered.
-    /// `first_rows(rows, k)` is called on this thread with the first `k` rows as soon as they
-    /// are in, while the other thread may still be inflating the rest. `None` when the file's
-    /// image data does not split (then [`StreamRows::read`] reads it).
-    pub(crate) fn split(&self, first_rows: impl FnOnce(&[u8], usize) + Send) -> Option<Vec<u8>> {
-        png::rgb8_split(self.bytes, self.rows.width, self.rows.height, first_rows)
-    }
-
     pub(crate) fn height(&self) -> usize {
         self.rows.height
     }
 
     pub(crate) fn width(&self) -> usize {
         self.rows.width
+    }
+
+    /// The file's length in bytes.
+    pub(crate) fn file_len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The image inflated on two threads, each thread's rows handed to a callback on it
+    /// ([`png::rgb8_split`] says which and when). `None` when the file's image data does not
+    /// split or a check failed (then [`StreamRows::read`] reads it).
+    pub(crate) fn split<P: Send, Q>(
+        &self,
+        first: impl FnOnce(&[u8], usize) -> (P, Q) + Send,
+        first_after: impl FnOnce(Q, &[u8]) + Send,
+        second: impl FnOnce(P, usize, &[u8]) + Send,
+    ) -> Option<()> {
+        png::rgb8_split(
+            self.bytes,
+            self.rows.width,
+            self.rows.height,
+            first,
+            first_after,
+            second,
+        )
     }
 
     /// Reads the next `rows.len() / (width * 3)` rows into `rows`.

@@ -324,6 +324,35 @@ mod tests {
         }
     }
 
+    /// A photo-like RGB PNG (gradients and noise) compressed as zlib level 6 does, in blocks a
+    /// second thread can find (the `image` crate's default encoder writes one block).
+    fn zlib_png(h: usize, w: usize, seed: u32) -> ImageSource {
+        let mut s = seed as u64 | 1 << 40;
+        let mut px = Vec::with_capacity(w * h * 3);
+        for y in 0..h {
+            for x in 0..w {
+                for c in 0..3 {
+                    s ^= s << 13;
+                    s ^= s >> 7;
+                    s ^= s << 17;
+                    px.push(((x * (c + 1) + y * (3 - c)) / 5 + (s % 25) as usize) as u8);
+                }
+            }
+        }
+        let mut bytes = Vec::new();
+        let mut enc = png::Encoder::new(&mut bytes, w as u32, h as u32);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        enc.set_deflate_compression(png::DeflateCompression::Level(6));
+        let mut wr = enc.write_header().unwrap();
+        wr.write_image_data(&px).unwrap();
+        wr.finish().unwrap();
+        ImageSource::Bytes {
+            name: format!("{h}x{w}.png"),
+            bytes,
+        }
+    }
+
     /// PNGs large enough for the two-thread inflate ([`pixels::split_image_rows`]: no resize,
     /// image data past 128 KiB) give the same values as `load_image` + `preprocess_rgb`, with
     /// and without padding, in other patch geometries, and in a one-thread pool (no split).
@@ -343,23 +372,21 @@ mod tests {
             .num_threads(2)
             .build()
             .unwrap();
+        // the second part always runs (else a slow thread leaves everything to the first)
+        crate::decode::inflate_wait_for_second(true);
         for (oi, o) in [PrepOptions::default(), o_geom].iter().enumerate() {
             for (i, &(h, w)) in sizes.iter().enumerate() {
-                let src = image_of(h, w, (oi * 10 + i) as u32, false);
+                let src = zlib_png(h, w, (oi * 10 + i) as u32);
                 let want = preprocess_rgb(&load_image(&src, &o.decode).unwrap(), o).unwrap();
-                assert_eq!(
-                    want.content,
-                    (h as usize, w as usize),
-                    "{h}x{w} is not resized"
-                );
+                assert_eq!(want.content, (h, w), "{h}x{w} is not resized");
                 for (threads, pool) in [(1, &pool1), (2, &pool2)] {
                     let before = pixels::SPLITS.load(Ordering::Relaxed);
                     let got = pool
                         .install(|| prep_images(std::slice::from_ref(&src), o))
                         .unwrap();
-                    let split = pixels::SPLITS.load(Ordering::Relaxed) > before;
                     // (other tests may split at the same time: only "it did" is certain)
                     if threads == 2 {
+                        let split = pixels::SPLITS.load(Ordering::Relaxed) > before;
                         assert!(split, "{h}x{w}, options {oi}: not split");
                     }
                     assert_eq!(got.image_grid_thw[0], want.grid_thw.map(|d| d as i64));
@@ -374,6 +401,7 @@ mod tests {
                 }
             }
         }
+        crate::decode::inflate_wait_for_second(false);
     }
 
     /// A file cut short fails in `prep_images` as in `load_image`, on every decoding path (a PNG

@@ -19,9 +19,11 @@
 //!   waits for the other thread: if no start has been published when it reaches the point where
 //!   the search began (the other thread was slow to take its job, or found nothing), it cancels
 //!   the second part and inflates the whole stream itself;
-//! - the markers are then replaced from the first thread's last 32 KiB: the bits after a block
-//!   boundary decode to the same symbols whatever came before; only the bytes a back-reference
-//!   copies depend on it.
+//! - the first thread hands its last 32 KiB over, and the second replaces its markers from them
+//!   (the bits after a block boundary decode to the same symbols whatever came before; only the
+//!   bytes a back-reference copies depend on it). Each part's output then goes to a callback on
+//!   its own thread (the PNG decode unfilters its rows there and writes their bands), so the
+//!   two threads stay busy to the end.
 //!
 //! Nothing is trusted on faith: the two parts must add up to the expected length exactly and the
 //! whole output must match the stream's Adler-32 (taken as its last four bytes when `fdeflate`
@@ -691,20 +693,14 @@ const UNKNOWN: u64 = u64::MAX;
 const NONE: u64 = u64::MAX - 1;
 const CANCELLED: u64 = u64::MAX - 2;
 
-/// What the first part's thread did: inflated up to the second part (its length, Adler-32 and
-/// last 32 KiB), or the whole stream.
-enum First {
-    Part(usize, u32, Vec<u8>),
-    Whole,
-}
-
-/// What the second thread decoded: 16-bit symbols from its start, then (once its last 32 KiB
-/// held no marker) bytes, the first [`WINDOW`] of which repeat the symbols' last 32 KiB.
+/// What the second thread decoded: `n` bytes in `bytes`, of which the first `n_symbols` are
+/// still to be taken from `symbols` (16-bit: bytes and window markers; once its last 32 KiB held
+/// no marker the rest was inflated into `bytes` straight after them).
 struct Tail {
     symbols: Vec<u16>,
     n_symbols: usize,
     bytes: Vec<u8>,
-    n_bytes: usize,
+    n: usize,
     /// The bit after the final block (`None`: the Adler-32 is taken as the stream's last 4 bytes).
     end_bit: Option<usize>,
 }
@@ -736,33 +732,35 @@ fn second(z: &[u8], from: usize, max_out: usize, start: &AtomicU64) -> Option<Ta
             while !fin && (o < WINDOW || symbols[o - WINDOW..o].iter().any(|&v| v > 255)) {
                 fin = inf.block(&mut symbols, &mut o).ok()?;
             }
-            let mut bytes = Vec::new();
-            let mut n = 0;
-            let mut end_bit = Some(inf.bits.bitpos());
-            if !fin {
-                // The rest by fdeflate, which reads a zlib stream from a byte: the input
-                // from this block boundary on, moved to a byte boundary behind a zlib
-                // header; its output starts after the (marker-free) window it copies from.
-                bytes = vec![0u8; WINDOW + max_out - o];
-                for (d, &v) in bytes.iter_mut().zip(&symbols[o - WINDOW..o]) {
-                    *d = v as u8;
-                }
-                let input = realign(z, inf.bits.bitpos());
-                let mut d = fdeflate::Decompressor::new();
-                d.ignore_adler32();
-                let (_, k) = d.read(&input, &mut bytes, WINDOW, true).ok()?;
-                if !d.is_done() {
-                    return None;
-                }
-                n = WINDOW + k;
-                end_bit = None;
+            if fin {
+                return Some(Tail {
+                    symbols,
+                    n_symbols: o,
+                    bytes: vec![0u8; o],
+                    n: o,
+                    end_bit: Some(inf.bits.bitpos()),
+                });
+            }
+            // The rest by fdeflate, which reads a zlib stream from a byte: the input from this
+            // block boundary on, moved to a byte boundary behind a zlib header; its output
+            // follows the (marker-free) 32 KiB it may copy from.
+            let mut bytes = vec![0u8; max_out.max(o)];
+            for (d, &v) in bytes[o - WINDOW..o].iter_mut().zip(&symbols[o - WINDOW..o]) {
+                *d = v as u8;
+            }
+            let input = realign(z, inf.bits.bitpos());
+            let mut d = fdeflate::Decompressor::new();
+            d.ignore_adler32();
+            let (_, k) = d.read(&input, &mut bytes, o, true).ok()?;
+            if !d.is_done() {
+                return None;
             }
             return Some(Tail {
                 symbols,
                 n_symbols: o,
                 bytes,
-                n_bytes: n,
-                end_bit,
+                n: o + k,
+                end_bit: None,
             });
         }
         bit += 1;
@@ -782,27 +780,88 @@ fn zlib_header(z: &[u8]) -> Option<()> {
 }
 
 /// Inflates the zlib stream `z`, whose output must be exactly `out_len` bytes, on two threads
-/// (see the module text); `None` when it cannot (too short to split, one thread in the pool, no
-/// block header found, a malformed stream, another length, a wrong Adler-32). `first_part` runs
-/// on the first part's thread with that part's output as soon as it is complete (the PNG decode
-/// unfilters its rows there).
-pub(crate) fn inflate_zlib_split(
+/// (see the module text), handing each part's output to a callback on that part's thread:
+///
+/// - `first(part)` on this thread with the first part's output (`out[..o0]`, free to change),
+///   returning what the second part's callback needs (`P`) and what `first_after` needs (`Q`)
+///   (`None`: give up);
+/// - `P` goes to the other thread, then `first_after(q, part)` runs here (the part as `first`
+///   left it);
+/// - `second(p, o0, rest)` on the other thread with the second part's output (`out[o0..]`, its
+///   markers resolved) once `first` has returned (`None`: give up).
+///
+/// When the second part is cancelled (see the module text) or never starts, this thread inflates
+/// everything and `first` gets the whole output. Returns `Some(())` when every check passed
+/// (the parts' lengths add up, the Adler-32 matches) and every callback ran; `None` when it
+/// cannot split (too short, one thread in the pool, a zlib header it does not take) or any check
+/// failed: then some callbacks may have run on wrong data, and the caller must redo their work.
+pub(crate) fn inflate_zlib_split<P: Send, Q>(
     z: &[u8],
     out_len: usize,
-    first_part: impl FnOnce(&mut [u8]) + Send,
-) -> Option<Vec<u8>> {
+    first: impl FnOnce(&mut [u8]) -> Option<(P, Q)> + Send,
+    first_after: impl FnOnce(Q, &[u8]) + Send,
+    second: impl FnOnce(P, usize, &mut [u8]) -> Option<()> + Send,
+) -> Option<()> {
+    #[cfg(test)]
+    let policy = match WAIT_FOR_SECOND.load(Ordering::Relaxed) {
+        0 => Policy::Race,
+        _ => Policy::Wait,
+    };
+    #[cfg(not(test))]
+    let policy = Policy::Race;
+    split_with(policy, z, out_len, first, first_after, second)
+}
+
+/// Tests that need the second part to run count themselves here while they run:
+/// [`Policy::Wait`] for every split meanwhile.
+#[cfg(test)]
+pub(crate) static WAIT_FOR_SECOND: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
+/// What the first part does about the second part's start: the race of
+/// [`inflate_zlib_split`], or (for tests, which must take each path for sure) wait for the
+/// search's answer (up to a second: two first parts on the two threads of a pool would
+/// otherwise wait for each other's second part forever), or always inflate everything.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub(crate) enum Policy {
+    Race,
+    #[cfg(test)]
+    Wait,
+    #[cfg(test)]
+    Alone,
+}
+
+/// [`inflate_zlib_split`] with a [`Policy`].
+pub(crate) fn split_with<P: Send, Q>(
+    policy: Policy,
+    z: &[u8],
+    out_len: usize,
+    first: impl FnOnce(&mut [u8]) -> Option<(P, Q)> + Send,
+    first_after: impl FnOnce(Q, &[u8]) + Send,
+    second: impl FnOnce(P, usize, &mut [u8]) -> Option<()> + Send,
+) -> Option<()> {
+    #[cfg(not(test))]
+    let _ = policy;
     zlib_header(z)?;
     if z.len() < MIN_SPLIT_BYTES || rayon::current_num_threads() < 2 {
         return None;
     }
     let from = (2 + ((z.len() - 2) as f64 * SPLIT) as usize) * 8;
     let handover = AtomicU64::new(UNKNOWN);
-    let mut out = vec![0u8; out_len];
+    #[cfg(test)]
+    if policy == Policy::Alone {
+        handover.store(CANCELLED, Ordering::Relaxed);
+    }
+    // the first part's hand-over to the second: (o0, its last 32 KiB, P), or None when it failed
+    let handed: Handoff<P> = Handoff::new();
     // The first part runs on this thread, the search and the second part wherever rayon puts
     // them. The first part never waits: when it reaches the point where the search begins and
     // the search has not published a start yet (another thread was slow to take it, or there is
-    // none), it cancels the second part and inflates everything itself.
-    let first_thread = || -> Option<First> {
+    // none), it cancels the second part and inflates everything itself. The second part waits
+    // for the first part's hand-over only once it has published its start, so it is running on
+    // another thread and the first part is not waiting for it.
+    let first_thread = || -> Option<(usize, u32)> {
+        let mut out = vec![0u8; out_len];
         let mut d = fdeflate::Decompressor::new();
         let (mut used, mut o) = (0usize, 0usize);
         let mut feed = |end: usize, last: bool, used: &mut usize, o: &mut usize| -> Option<()> {
@@ -816,42 +875,122 @@ pub(crate) fn inflate_zlib_split(
             }
         };
         feed(from / 8, false, &mut used, &mut o)?;
+        #[cfg(test)]
+        if policy == Policy::Wait {
+            let t0 = std::time::Instant::now();
+            while handover.load(Ordering::Acquire) == UNKNOWN && t0.elapsed().as_secs() < 1 {
+                std::hint::spin_loop();
+            }
+        }
         match handover.compare_exchange(UNKNOWN, CANCELLED, Ordering::AcqRel, Ordering::Acquire) {
-            Err(h) if h != NONE => {
+            Err(h) if h != NONE && h != CANCELLED => {
                 // up to the byte holding the second part's first bit
-                let h = h as usize;
-                feed(h.div_ceil(8), false, &mut used, &mut o)?;
-                // what the rest needs of this part before `first_part` may change it: its
-                // checksum and its last 32 KiB (the markers' bytes)
+                feed((h as usize).div_ceil(8), false, &mut used, &mut o)?;
+                // what the rest needs of this part before `first` may change it: its checksum
+                // and its last 32 KiB (the markers' bytes)
                 let mut a = simd_adler32::Adler32::new();
                 a.write(&out[..o]);
                 let window = out[o.saturating_sub(WINDOW)..o].to_vec();
-                first_part(&mut out[..o]);
-                Some(First::Part(o, a.finish(), window))
+                let (p, q) = first(&mut out[..o])?;
+                handed.give(Some((o, window, p)));
+                first_after(q, &out[..o]);
+                Some((o, a.finish()))
             }
             _ => {
                 // everything here (fdeflate checks the Adler-32)
                 feed(z.len(), true, &mut used, &mut o)?;
-                (d.is_done() && o == out_len).then_some(First::Whole)
+                if !(d.is_done() && o == out_len) {
+                    return None;
+                }
+                let (_, q) = first(&mut out)?;
+                first_after(q, &out);
+                Some((out_len, 0))
             }
         }
     };
-    let (first, tail) = rayon::join(first_thread, || second(z, from, out_len, &handover));
-    let (o0, adler0, window) = match first? {
-        First::Whole => return Some(out),
-        First::Part(o, a, w) => (o, a, w),
+    let (first_done, second_done) = rayon::join(
+        || {
+            let r = first_thread();
+            // (a no-op when the hand-over was given)
+            handed.give(None);
+            r
+        },
+        || second_part(z, from, out_len, &handover, &handed, second),
+    );
+    let (o0, adler0) = first_done?;
+    if o0 == out_len {
+        return Some(());
+    }
+    let (adler1, end_bit) = second_done?;
+    // the Adler-32 follows the final block, byte-aligned
+    let at = match end_bit {
+        Some(b) => b.div_ceil(8),
+        None => z.len().checked_sub(4)?,
     };
-    let t = tail?;
-    let n_bytes = t.n_bytes.saturating_sub(WINDOW);
-    if o0 + t.n_symbols + n_bytes != out_len {
+    let want = u32::from_be_bytes(z.get(at..at + 4)?.try_into().ok()?);
+    (adler32_combine(adler0, adler1, out_len - o0) == want).then_some(())
+}
+
+/// The first part's hand-over: its length, its last 32 KiB and the callbacks' `P`.
+type Given<P> = Option<(usize, Vec<u8>, P)>;
+
+/// A value given once by one thread and taken by another, which spins until it is given.
+struct Handoff<P> {
+    given: std::sync::atomic::AtomicBool,
+    value: std::sync::Mutex<Option<Given<P>>>,
+}
+
+impl<P> Handoff<P> {
+    fn new() -> Self {
+        Handoff {
+            given: std::sync::atomic::AtomicBool::new(false),
+            value: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Gives `v` unless something was given before.
+    fn give(&self, v: Given<P>) {
+        let mut slot = self.value.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(v);
+            self.given.store(true, Ordering::Release);
+        }
+    }
+
+    /// Waits for the value (`None`: the giver failed).
+    fn take(&self) -> Given<P> {
+        while !self.given.load(Ordering::Acquire) {
+            std::hint::spin_loop();
+        }
+        let mut slot = self.value.lock().unwrap_or_else(|e| e.into_inner());
+        slot.as_mut().and_then(Option::take)
+    }
+}
+
+/// The second thread's whole share: [`second`], then (once the first part is handed over) the
+/// markers resolved, the checksum of this part, and `cb` with this part's bytes. Returns this
+/// part's Adler-32 and, when known, the bit after the final block.
+fn second_part<P>(
+    z: &[u8],
+    from: usize,
+    out_len: usize,
+    handover: &AtomicU64,
+    handed: &Handoff<P>,
+    cb: impl FnOnce(P, usize, &mut [u8]) -> Option<()>,
+) -> Option<(u32, Option<usize>)> {
+    let t = second(z, from, out_len, handover)?;
+    let (o0, window, p) = handed.take()?;
+    let mut rest = t.bytes;
+    let n = t.n;
+    if o0 + n != out_len {
         return None;
     }
     // the markers from the first part's last 32 KiB
-    let (sym_out, byte_out) = out[o0..].split_at_mut(t.n_symbols);
     let missing = WINDOW - window.len();
-    for (dst, src) in sym_out
+    let marked = t.n_symbols;
+    for (dst, src) in rest[..marked]
         .chunks_mut(64)
-        .zip(t.symbols[..t.n_symbols].chunks(64))
+        .zip(t.symbols[..marked].chunks(64))
     {
         if src.iter().all(|&v| v < 256) {
             for (d, &v) in dst.iter_mut().zip(src) {
@@ -866,18 +1005,10 @@ pub(crate) fn inflate_zlib_split(
             }
         }
     }
-    if n_bytes > 0 {
-        byte_out.copy_from_slice(&t.bytes[WINDOW..t.n_bytes]);
-    }
-    // the Adler-32 follows the final block, byte-aligned
-    let at = match t.end_bit {
-        Some(b) => b.div_ceil(8),
-        None => z.len().checked_sub(4)?,
-    };
-    let want = u32::from_be_bytes(z.get(at..at + 4)?.try_into().ok()?);
     let mut a = simd_adler32::Adler32::new();
-    a.write(&out[o0..]);
-    (adler32_combine(adler0, a.finish(), out_len - o0) == want).then_some(out)
+    a.write(&rest[..n]);
+    cb(p, o0, &mut rest[..n])?;
+    Some((a.finish(), t.end_bit))
 }
 
 /// The Adler-32 of `A` then `B` from those of `A` and of `B` (`len_b` bytes), as zlib's
@@ -948,6 +1079,35 @@ mod tests {
         }
     }
 
+    /// [`split_with`] into one buffer: the output and whether the second part ran.
+    fn split_to_vec(policy: Policy, z: &[u8], n: usize) -> Option<(Vec<u8>, bool)> {
+        let out = std::sync::Mutex::new(vec![0u8; n]);
+        let second_ran = std::sync::atomic::AtomicBool::new(false);
+        let put = |at: usize, b: &[u8]| out.lock().unwrap()[at..at + b.len()].copy_from_slice(b);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            split_with(
+                policy,
+                z,
+                n,
+                |part| {
+                    put(0, part);
+                    Some(((), ()))
+                },
+                |_, _| {},
+                |_, o0, rest| {
+                    put(o0, rest);
+                    second_ran.store(true, Ordering::Relaxed);
+                    Some(())
+                },
+            )
+        })?;
+        Some((out.into_inner().unwrap(), second_ran.into_inner()))
+    }
+
     /// Streams made by miniz_oxide at every level from every kind of data inflate to the same
     /// bytes as the input, and the split is taken wherever the stream has dynamic blocks past
     /// its middle (all but level 0 and noise, which are stored blocks).
@@ -960,23 +1120,34 @@ mod tests {
             let d = data(case, n, &mut s);
             let level = (case % 10) as u8;
             let z = miniz_oxide::deflate::compress_to_vec_zlib(&d, level);
-            match inflate_zlib_split(&z, n, |_| ()) {
-                Some(out) => {
+            // inflated alone: the same bytes
+            if z.len() >= MIN_SPLIT_BYTES {
+                let (out, second) = split_to_vec(Policy::Alone, &z, n).expect("inflated alone");
+                assert!(out == d, "case {case}: level {level}, alone: other bytes");
+                assert!(
+                    !second,
+                    "case {case}: level {level}, alone: the second part ran"
+                );
+            }
+            match split_to_vec(Policy::Wait, &z, n) {
+                Some((out, second)) => {
                     assert!(
                         out == d,
                         "case {case}: level {level}, {n} bytes: wrong output"
                     );
-                    split += 1;
+                    split += second as usize;
                 }
-                // noise and level 0 give stored blocks: no header to find
+                // incompressible data and level 0 give stored blocks: no header to find, or a
+                // false one in the stored bytes that fails later
                 None => assert!(
-                    z.len() < MIN_SPLIT_BYTES || level == 0 || case % 5 == 0,
+                    z.len() < MIN_SPLIT_BYTES || level == 0 || z.len() * 100 >= n * 99,
                     "case {case}: level {level}, {n} bytes, {} compressed: not split",
                     z.len()
                 ),
             }
             // another length is refused
-            assert!(inflate_zlib_split(&z, n + 1, |_| ()).is_none());
+            assert!(split_to_vec(Policy::Wait, &z, n + 1).is_none());
+            assert!(split_to_vec(Policy::Alone, &z, n + 1).is_none());
         }
         assert!(split >= 20, "only {split} of 40 streams were split");
     }
@@ -1009,18 +1180,16 @@ mod tests {
         let mut s = 0x9e37_79b9_7f4a_7c15u64;
         let d = data(4, 600_000, &mut s);
         let z = miniz_oxide::deflate::compress_to_vec_zlib(&d, 6);
-        assert_eq!(
-            inflate_zlib_split(&z, d.len(), |_| ()).as_deref(),
-            Some(&d[..])
-        );
+        let (out, second) = split_to_vec(Policy::Wait, &z, d.len()).unwrap();
+        assert!(out == d && second, "the intact stream splits");
         let mut refused = 0;
         for _ in 0..60 {
             let mut bad = z.clone();
             let at = 2 + (xorshift(&mut s) as usize) % (bad.len() - 2);
             bad[at] ^= 1 << (xorshift(&mut s) % 8);
-            match inflate_zlib_split(&bad, d.len(), |_| ()) {
+            match split_to_vec(Policy::Wait, &bad, d.len()) {
                 None => refused += 1,
-                Some(out) => assert!(out == d, "a bit flipped at byte {at} gave other bytes"),
+                Some((out, _)) => assert!(out == d, "a bit flipped at byte {at} gave other bytes"),
             }
         }
         assert!(
@@ -1028,6 +1197,7 @@ mod tests {
             "only {refused} of 60 corrupted streams refused"
         );
         // truncated
-        assert!(inflate_zlib_split(&z[..z.len() - 9], d.len(), |_| ()).is_none());
+        assert!(split_to_vec(Policy::Wait, &z[..z.len() - 9], d.len()).is_none());
+        assert!(split_to_vec(Policy::Alone, &z[..z.len() - 9], d.len()).is_none());
     }
 }

@@ -229,37 +229,62 @@ impl<'a> RgbRows<'a> {
     }
 }
 
-/// The RGB rows of an 8-bit RGB, non-interlaced PNG (those [`RgbRows`] reads), with its image
-/// data inflated on two threads ([`super::inflate::inflate_zlib_split`]) and then unfiltered
-/// here. `None` when that does not apply or does not succeed (a short or unsplittable stream,
-/// another length, a checksum or filter type that is wrong, IDAT chunks not in one run): then
-/// [`RgbRows`] reads the file, and reports what is wrong with it.
-pub(crate) fn rgb8_split(
+/// The RGB rows of an 8-bit RGB, non-interlaced PNG (those [`RgbRows`] reads), its image data
+/// inflated on two threads ([`super::inflate::inflate_zlib_split`]) and unfiltered on each:
+///
+/// - `first(rows, k)` on this thread with rows `0..k` (packed, `width * 3` bytes each) as soon as
+///   they are in, returning what `second` needs (`P`) and what `first_after` needs (`Q`);
+/// - `first_after(q, rows)` then on this thread, while the other may still be inflating;
+/// - `second(p, k, rows)` on the other thread with rows `k..height`.
+///
+/// When the other thread does not take part, `first` gets every row (`k == height`) and `second`
+/// does not run. `Some(())` when all went through and every check passed; `None` when this does
+/// not apply or does not succeed (a short or unsplittable stream, another length, a checksum or
+/// filter type that is wrong, IDAT chunks not in one run): the callbacks may then have run on
+/// wrong rows, and the caller must redo their work ([`RgbRows`] reads the file, and reports what
+/// is wrong with it).
+pub(crate) fn rgb8_split<P: Send, Q>(
     data: &[u8],
     width: usize,
     height: usize,
-    first_rows: impl FnOnce(&[u8], usize) + Send,
-) -> Option<Vec<u8>> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    first: impl FnOnce(&[u8], usize) -> (P, Q) + Send,
+    first_after: impl FnOnce(Q, &[u8]) + Send,
+    second: impl FnOnce(P, usize, &[u8]) + Send,
+) -> Option<()> {
     let z = image_data(data)?;
     let row = width.checked_mul(3)?;
-    // rows unfiltered on the first part's thread (usize::MAX: a bad filter type there)
-    let done = AtomicUsize::new(0);
-    let mut raw = super::inflate::inflate_zlib_split(&z, height.checked_mul(row + 1)?, |part| {
-        let k = (part.len() / (row + 1)).min(height);
-        let ok = unfilter(part, row, 0..k, 3).is_some();
-        done.store(if ok { k } else { usize::MAX }, Ordering::Release);
-        if ok {
-            first_rows(&part[..k * row], k);
-        }
-    })?;
-    let k = done.load(Ordering::Acquire);
-    if k == usize::MAX {
-        return None;
-    }
-    unfilter(&mut raw, row, k..height, 3)?;
-    raw.truncate(height * row);
-    Some(raw)
+    let out_len = height.checked_mul(row + 1)?;
+    super::inflate::inflate_zlib_split(
+        &z,
+        out_len,
+        |part| {
+            let k = (part.len() / (row + 1)).min(height);
+            unfilter(part, row, 0..k, 3)?;
+            // for the second part: the raw bytes of row k that are here, and row k - 1
+            let head = part[k * (row + 1)..].to_vec();
+            let above = match k {
+                0 => vec![0u8; row],
+                _ => part[(k - 1) * row..k * row].to_vec(),
+            };
+            let (p, q) = first(&part[..k * row], k);
+            Some(((p, head, above, k), (q, k)))
+        },
+        |(q, k), part| first_after(q, &part[..k * row]),
+        |(p, head, above, k), _, rest| {
+            // row k - 1 in row slot 0, the raw rows k.. from slot 1 on, unfiltered in place
+            let n = height - k;
+            if head.len() + rest.len() != n * (row + 1) {
+                return None;
+            }
+            let mut buf = vec![0u8; (n + 1) * (row + 1)];
+            buf[..row].copy_from_slice(&above);
+            buf[row + 1..row + 1 + head.len()].copy_from_slice(&head);
+            buf[row + 1 + head.len()..].copy_from_slice(rest);
+            unfilter(&mut buf, row, 1..n + 1, 3)?;
+            second(p, k, &buf[row..(n + 1) * row]);
+            Some(())
+        },
+    )
 }
 
 /// The zlib stream of a PNG: its IDAT chunks' contents in order (borrowed when there is one).
@@ -430,6 +455,12 @@ mod tests {
     #[test]
     fn split_decode_equals_png_crate() {
         let (w, h) = (700, 420);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        // the second part always runs (else a slow thread leaves everything to the first)
+        super::super::inflate_wait_for_second(true);
         let px = photo(w, h);
         let mut split = 0;
         for filter in [
@@ -446,15 +477,40 @@ mod tests {
                 let mut want = vec![0u8; w * h * 3];
                 rows.read(&mut want).unwrap();
                 assert_eq!(want, px, "the png crate reads back what was written");
-                match rgb8_split(&file, w, h, |_, _| {}) {
-                    Some(got) => {
-                        assert!(got == want, "{filter:?}, level {level}: other rows");
-                        split += 1;
+                let got = std::sync::Mutex::new(vec![0u8; w * h * 3]);
+                let second_ran = std::sync::atomic::AtomicBool::new(false);
+                let put = |k: usize, rows: &[u8]| {
+                    got.lock().unwrap()[k * w * 3..k * w * 3 + rows.len()].copy_from_slice(rows)
+                };
+                let r = pool.install(|| {
+                    rgb8_split(
+                        &file,
+                        w,
+                        h,
+                        |rows, _| {
+                            put(0, rows);
+                            ((), ())
+                        },
+                        |_, _| {},
+                        |_, k, rows| {
+                            put(k, rows);
+                            second_ran.store(true, std::sync::atomic::Ordering::Relaxed);
+                        },
+                    )
+                });
+                match r {
+                    Some(()) => {
+                        assert!(
+                            *got.lock().unwrap() == want,
+                            "{filter:?}, level {level}: other rows"
+                        );
+                        split += second_ran.load(std::sync::atomic::Ordering::Relaxed) as usize;
                     }
-                    None => assert_eq!(level, 0, "{filter:?}, level {level}: not split"),
+                    None => assert_eq!(level, 0, "{filter:?}, level {level}: not inflated"),
                 }
             }
         }
+        super::super::inflate_wait_for_second(false);
         assert!(split >= 12, "{split} of 18 files split");
         // a filter type past 4 is left to the png crate
         let mut raw = vec![5u8, 1, 2, 3];
