@@ -700,8 +700,10 @@ fn realign(z: &[u8], bit: usize) -> Vec<u8> {
 /// each: taken zeroed from the allocator every time (`memset`, page faults), they made the
 /// bench's 640x480 PNG prep 4-6% slower (interleaved calls, 2.73 / 2.74 against 2.57 / 2.64
 /// ms). Nothing is read from them before it is written in the same split (the inflaters copy
-/// only from output they wrote; markers stand for the rest).
-const SPARE_MAX_BYTES: usize = 8 << 20;
+/// only from output they wrote; markers stand for the rest). The cap bounds what stays allocated
+/// on each thread that ran a split (3 MiB: output of images up to ~700k pixels, 1 MiB of
+/// symbols); larger images allocate per call as before.
+const SPARE_MAX_BYTES: usize = 2 << 20;
 
 thread_local! {
     static SPARE_BYTES: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
