@@ -469,23 +469,17 @@ impl<'a> Inflater<'a> {
                 let e2 = lit[((buf >> s1) & LM) as usize];
                 let s2 = s1 + (e2 & 31);
                 let e3 = lit[((buf >> s2) & LM) as usize];
-                out[p] = T::lit((e >> 16) & 255);
-                out[p + 1] = T::lit(e >> 24);
-                p += ((e >> 8) & 3) as usize;
+                p = put_literals(out, p, e);
                 if kind(e2) != K_LIT {
                     b.consume(s1);
                     continue;
                 }
-                out[p] = T::lit((e2 >> 16) & 255);
-                out[p + 1] = T::lit(e2 >> 24);
-                p += ((e2 >> 8) & 3) as usize;
+                p = put_literals(out, p, e2);
                 if kind(e3) != K_LIT {
                     b.consume(s2);
                     continue;
                 }
-                out[p] = T::lit((e3 >> 16) & 255);
-                out[p + 1] = T::lit(e3 >> 24);
-                p += ((e3 >> 8) & 3) as usize;
+                p = put_literals(out, p, e3);
                 b.consume(s2 + (e3 & 31));
                 continue;
             }
@@ -573,6 +567,21 @@ impl<'a> Inflater<'a> {
     }
 }
 
+/// Writes a literal entry's literals at `p` (both slots, whether it holds one or two: the
+/// caller has checked there is room for two) and returns the position after its literals.
+#[inline(always)]
+fn put_literals<T: Sym>(out: &mut [T], p: usize, e: u32) -> usize {
+    out[p] = T::lit((e >> 16) & 255);
+    out[p + 1] = T::lit(e >> 24);
+    p + ((e >> 8) & 3) as usize
+}
+
+/// The 16 bits of `z` from bit `bit` on (a block header's first bits; two bytes must follow).
+#[inline(always)]
+fn bits16(z: &[u8], bit: usize) -> u32 {
+    (z[bit / 8] as u32 | (z[bit / 8 + 1] as u32) << 8) >> (bit % 8)
+}
+
 /// Kraft sums (in 1/128) of four 3-bit code length code lengths, by their 12 bits.
 static KRAFT4: [u16; 4096] = {
     let mut t = [0u16; 4096];
@@ -653,7 +662,7 @@ fn plausible_next(z: &[u8], bit: usize) -> bool {
     if bit / 8 + 24 > z.len() {
         return true;
     }
-    let w = (z[bit / 8] as u32 | (z[bit / 8 + 1] as u32) << 8) >> (bit % 8);
+    let w = bits16(z, bit);
     if w & 1 == 1 {
         return true;
     }
@@ -1173,7 +1182,7 @@ mod tests {
         let (mut o, mut dynamic, mut stored) = (0, false, false);
         loop {
             let at = inf.bits.bitpos();
-            let head = (z[at / 8] as u16 | (z[at / 8 + 1] as u16) << 8) >> (at % 8);
+            let head = bits16(z, at);
             if dynamic {
                 stored |= head & 6 == 0;
             }
