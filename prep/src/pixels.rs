@@ -431,15 +431,9 @@ pub(crate) fn split_image_rows(
         dst.par_chunks_mut(band_vals).enumerate().for_each_init(
             || vec![0u8; unit * row_out],
             |band, (i, dst)| {
-                for (r, line) in band.chunks_exact_mut(row_out).enumerate() {
-                    let y = (b0 + i) * unit + r;
-                    if y < ch {
-                        line[..row_in].copy_from_slice(row(y));
-                        line[row_in..].fill(0);
-                    } else {
-                        line.fill(0);
-                    }
-                }
+                fill_band(band, b0 + i, unit, ch, row_in, |y, left| {
+                    left.copy_from_slice(row(y))
+                });
                 band_rows(band, w, ps, ms, tp, lut, dst);
             },
         )
@@ -732,6 +726,27 @@ fn canvas_band(
     src: &[u8],
     base: usize,
 ) {
+    match vk {
+        Some(k) => fill_band(band, b, unit, ch, row_in, |y, left| {
+            resize::vertical_row_dispatch(k, src, row_in, y, base, left)
+        }),
+        None => fill_band(band, b, unit, ch, row_in, |y, left| {
+            left.copy_from_slice(&src[(y - base) * row_in..][..row_in])
+        }),
+    }
+}
+
+/// The canvas rows of band `b` (`unit` rows of `band.len() / unit` bytes, from canvas row
+/// `b * unit`): `content(y, left)` writes the `row_in` bytes of content row `y` (`ch` of them),
+/// zero to the right of and below the content.
+fn fill_band(
+    band: &mut [u8],
+    b: usize,
+    unit: usize,
+    ch: usize,
+    row_in: usize,
+    mut content: impl FnMut(usize, &mut [u8]),
+) {
     let row_out = band.len() / unit;
     for (r, row) in band.chunks_exact_mut(row_out).enumerate() {
         let y = b * unit + r;
@@ -740,10 +755,7 @@ fn canvas_band(
             continue;
         }
         let (left, pad) = row.split_at_mut(row_in);
-        match vk {
-            Some(k) => resize::vertical_row_dispatch(k, src, row_in, y, base, left),
-            None => left.copy_from_slice(&src[(y - base) * row_in..][..row_in]),
-        }
+        content(y, left);
         pad.fill(0);
     }
 }
