@@ -38,6 +38,8 @@ pub(crate) fn inflate_wait_for_second(on: bool) {
 mod jpeg;
 mod modes;
 mod png;
+#[cfg(test)]
+pub(crate) use png::{test_photo, test_png};
 mod source;
 mod tiff;
 mod webp;

@@ -215,6 +215,14 @@ pub fn push_video(batch: &mut PixelBatch, video: &PreparedVideo) {
 mod tests {
     use super::*;
 
+    /// How many values of `a` and `b` (side by side) differ in their bits.
+    fn bits_differ(a: &[f32], b: &[f32]) -> usize {
+        a.iter()
+            .zip(b)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count()
+    }
+
     /// A noisy RGB image encoded as PNG, or as JPEG (RGB, or gray when `seed` is odd).
     fn image_of(h: u32, w: u32, seed: u32, jpeg: bool) -> ImageSource {
         let mut s = seed;
@@ -301,12 +309,7 @@ mod tests {
                 want.pixel_values.len(),
                 "options {oi}"
             );
-            let differ = got
-                .pixel_values
-                .iter()
-                .zip(&want.pixel_values)
-                .filter(|(a, b)| a.to_bits() != b.to_bits())
-                .count();
+            let differ = bits_differ(&got.pixel_values, &want.pixel_values);
             assert_eq!(differ, 0, "options {oi}: values differ");
         }
         // Both axes resized, one of them, neither; with and without padding.
@@ -327,26 +330,8 @@ mod tests {
     /// A photo-like RGB PNG (gradients and noise) compressed as zlib level 6 does, in blocks a
     /// second thread can find (the `image` crate's default encoder writes one block).
     fn zlib_png(h: usize, w: usize, seed: u32) -> ImageSource {
-        let mut s = seed as u64 | 1 << 40;
-        let mut px = Vec::with_capacity(w * h * 3);
-        for y in 0..h {
-            for x in 0..w {
-                for c in 0..3 {
-                    s ^= s << 13;
-                    s ^= s >> 7;
-                    s ^= s << 17;
-                    px.push(((x * (c + 1) + y * (3 - c)) / 5 + (s % 25) as usize) as u8);
-                }
-            }
-        }
-        let mut bytes = Vec::new();
-        let mut enc = png::Encoder::new(&mut bytes, w as u32, h as u32);
-        enc.set_color(png::ColorType::Rgb);
-        enc.set_depth(png::BitDepth::Eight);
-        enc.set_deflate_compression(png::DeflateCompression::Level(6));
-        let mut wr = enc.write_header().unwrap();
-        wr.write_image_data(&px).unwrap();
-        wr.finish().unwrap();
+        let px = decode::test_photo(w, h, seed as u64 | 1 << 40);
+        let bytes = decode::test_png(&px, w, h, png::Filter::Adaptive, 6);
         ImageSource::Bytes {
             name: format!("{h}x{w}.png"),
             bytes,
@@ -390,12 +375,7 @@ mod tests {
                         assert!(split, "{h}x{w}, options {oi}: not split");
                     }
                     assert_eq!(got.image_grid_thw[0], want.grid_thw.map(|d| d as i64));
-                    let differ = got
-                        .pixel_values
-                        .iter()
-                        .zip(&want.pixel_values)
-                        .filter(|(a, b)| a.to_bits() != b.to_bits())
-                        .count();
+                    let differ = bits_differ(&got.pixel_values, &want.pixel_values);
                     assert_eq!(got.pixel_values.len(), want.pixel_values.len());
                     assert_eq!(differ, 0, "{h}x{w}, options {oi}, {threads} threads");
                 }

@@ -411,43 +411,48 @@ fn map_err(e: png::DecodingError) -> Fail {
     }
 }
 
+/// Tests: a photo-like RGB image, smooth gradients plus noise from `seed` (non-zero): as a PNG,
+/// a zlib stream of several hundred KiB in many blocks.
+#[cfg(test)]
+pub(crate) fn test_photo(w: usize, h: usize, seed: u64) -> Vec<u8> {
+    let mut s = seed;
+    let mut px = Vec::with_capacity(w * h * 3);
+    for y in 0..h {
+        for x in 0..w {
+            for c in 0..3 {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                let v = (x * (c + 1) + y * (3 - c)) as f64 / 5.0 + (s % 25) as f64 - 12.0;
+                px.push(v.rem_euclid(256.0) as u8);
+            }
+        }
+    }
+    px
+}
+
+/// Tests: 8-bit RGB pixels `px` (`w` x `h`) as a PNG with this filter and zlib level (0:
+/// fdeflate's fast encoder instead).
+#[cfg(test)]
+pub(crate) fn test_png(px: &[u8], w: usize, h: usize, filter: png::Filter, level: u8) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut enc = png::Encoder::new(&mut out, w as u32, h as u32);
+    enc.set_color(ColorType::Rgb);
+    enc.set_depth(BitDepth::Eight);
+    enc.set_filter(filter);
+    enc.set_deflate_compression(match level {
+        0 => png::DeflateCompression::FdeflateUltraFast,
+        l => png::DeflateCompression::Level(l),
+    });
+    let mut wr = enc.write_header().unwrap();
+    wr.write_image_data(px).unwrap();
+    wr.finish().unwrap();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A photo-like RGB image: smooth gradients plus noise (a stream of several hundred KiB).
-    fn photo(w: usize, h: usize) -> Vec<u8> {
-        let mut s = 0x243f_6a88_85a3_08d3u64;
-        let mut px = Vec::with_capacity(w * h * 3);
-        for y in 0..h {
-            for x in 0..w {
-                for c in 0..3 {
-                    s ^= s << 13;
-                    s ^= s >> 7;
-                    s ^= s << 17;
-                    let v = (x * (c + 1) + y * (3 - c)) as f64 / 5.0 + (s % 25) as f64 - 12.0;
-                    px.push(v.rem_euclid(256.0) as u8);
-                }
-            }
-        }
-        px
-    }
-
-    fn encode(px: &[u8], w: usize, h: usize, filter: png::Filter, level: u8) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut enc = png::Encoder::new(&mut out, w as u32, h as u32);
-        enc.set_color(ColorType::Rgb);
-        enc.set_depth(BitDepth::Eight);
-        enc.set_filter(filter);
-        enc.set_deflate_compression(match level {
-            0 => png::DeflateCompression::FdeflateUltraFast,
-            l => png::DeflateCompression::Level(l),
-        });
-        let mut wr = enc.write_header().unwrap();
-        wr.write_image_data(px).unwrap();
-        wr.finish().unwrap();
-        out
-    }
 
     /// The two-thread decode gives the rows the png crate reads ([`RgbRows`]) for every filter
     /// type, at zlib levels 6 and 9 (where it must split) and with fdeflate's encoder (where it
@@ -461,7 +466,7 @@ mod tests {
             .unwrap();
         // the second part always runs (else a slow thread leaves everything to the first)
         super::super::inflate_wait_for_second(true);
-        let px = photo(w, h);
+        let px = test_photo(w, h, 0x243f_6a88_85a3_08d3);
         let mut split = 0;
         for filter in [
             png::Filter::NoFilter,
@@ -472,7 +477,7 @@ mod tests {
             png::Filter::Adaptive,
         ] {
             for level in [0, 6, 9] {
-                let file = encode(&px, w, h, filter, level);
+                let file = test_png(&px, w, h, filter, level);
                 let mut rows = RgbRows::open(&file, usize::MAX).unwrap().unwrap();
                 let mut want = vec![0u8; w * h * 3];
                 rows.read(&mut want).unwrap();
