@@ -64,8 +64,8 @@ pub struct Panels {
 /// kernel: half the bytes to stream, the same products bit for bit.
 #[derive(Debug, Clone)]
 enum Store {
-    F32(Vec<f32>),
-    Bf16(Vec<u16>),
+    F32(PanelBuf<f32>),
+    Bf16(PanelBuf<u16>),
 }
 
 impl Panels {
@@ -81,15 +81,16 @@ impl Panels {
         }
     }
 
-    fn pack_as<T: Copy + Default + Send + Sync>(
+    fn pack_as<T: bytemuck::Pod + Send + Sync>(
         w: ArrayView2<f32>,
         conv: impl Fn(f32) -> T + Sync,
-        store: impl FnOnce(Vec<T>) -> Store,
+        store: impl FnOnce(PanelBuf<T>) -> Store,
     ) -> Self {
         let (n, k) = w.dim();
         let np = n.div_ceil(NP);
-        let mut data = vec![T::default(); np * k * NP];
-        data.par_chunks_mut((k * NP).max(1))
+        let mut data = PanelBuf::<T>::zeroed(np * k * NP);
+        data.as_mut_slice()
+            .par_chunks_mut((k * NP).max(1))
             .enumerate()
             .for_each(|(p, panel)| {
                 for c in 0..NP.min(n - p * NP) {
@@ -174,8 +175,8 @@ impl Panels {
                 group_task(
                     x,
                     match &self.data {
-                        Store::F32(d) => Src::F32(d),
-                        Store::Bf16(d) => Src::Bf16(d),
+                        Store::F32(d) => Src::F32(d.as_slice()),
+                        Store::Bf16(d) => Src::Bf16(d.as_slice()),
                     },
                     bias,
                     y_addr as *mut f32,
@@ -313,6 +314,86 @@ unsafe fn group_task(
             a0 = a1;
         }
         kc0 = kc1;
+    }
+}
+
+/// Panel values in memory of their own: an anonymous mapping whose whole 2 MiB pages Linux is
+/// asked to back with huge pages (`madvise(MADV_HUGEPAGE)`, transparent huge pages). A forward
+/// streams every weight from memory once; with 4 KiB pages each 4 KiB of it also costs a page
+/// walk whose table entries come from memory too. (A `Vec` of this size would mostly reuse heap
+/// pages already faulted in as 4 KiB ones, where the advice no longer applies.) Where the mapping
+/// cannot be made, a `Vec`.
+pub(crate) struct PanelBuf<T> {
+    mem: Mem<T>,
+    len: usize,
+}
+
+enum Mem<T> {
+    /// The mapping and the byte offset of value 0 in it (2 MiB-aligned).
+    Map(memmap2::MmapMut, usize),
+    Heap(Vec<T>),
+}
+
+const HUGE_PAGE: usize = 2 << 20;
+
+impl<T: bytemuck::Pod> PanelBuf<T> {
+    /// `len` zero values.
+    pub(crate) fn zeroed(len: usize) -> Self {
+        let bytes = len * std::mem::size_of::<T>();
+        let mem = match memmap2::MmapMut::map_anon(bytes + HUGE_PAGE) {
+            Ok(map) if bytes > 0 => {
+                let offset =
+                    (map.as_ptr() as usize).next_multiple_of(HUGE_PAGE) - map.as_ptr() as usize;
+                // whole huge pages only: a partly used one would add up to 2 MiB of resident
+                // zeros per weight
+                let whole = bytes / HUGE_PAGE * HUGE_PAGE;
+                #[cfg(unix)]
+                if whole > 0 && std::env::var("GLM5V_CPU_HUGE_PAGES").as_deref() != Ok("0") {
+                    // advice only: where it is refused the pages stay 4 KiB
+                    let _ = map.advise_range(memmap2::Advice::HugePage, offset, whole);
+                }
+                Mem::Map(map, offset)
+            }
+            _ => Mem::Heap(vec![T::zeroed(); len]),
+        };
+        Self { mem, len }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[T] {
+        match &self.mem {
+            Mem::Map(map, off) => {
+                bytemuck::cast_slice(&map[*off..*off + self.len * std::mem::size_of::<T>()])
+            }
+            Mem::Heap(v) => v,
+        }
+    }
+
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [T] {
+        let len = self.len;
+        match &mut self.mem {
+            Mem::Map(map, off) => {
+                bytemuck::cast_slice_mut(&mut map[*off..*off + len * std::mem::size_of::<T>()])
+            }
+            Mem::Heap(v) => v,
+        }
+    }
+}
+
+impl<T: bytemuck::Pod> Clone for PanelBuf<T> {
+    fn clone(&self) -> Self {
+        let mut c = Self::zeroed(self.len);
+        c.as_mut_slice().copy_from_slice(self.as_slice());
+        c
+    }
+}
+
+impl<T> std::fmt::Debug for PanelBuf<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.mem {
+            Mem::Map(..) => "mapped",
+            Mem::Heap(_) => "heap",
+        };
+        write!(f, "PanelBuf({} values, {kind})", self.len)
     }
 }
 
