@@ -153,40 +153,90 @@ fn attend_short_any<F: Real, const FMA: bool>(
     scale: F,
     out: &mut [F],
 ) {
+    // QR query rows at a time: QR x 4 independent chains of multiply-adds instead of 4 (one
+    // row's chains alone wait on the adder's latency); each row's sums keep their order.
+    let mut sc = vec![F::ZERO; QR * kt.len() / hd];
+    let mut qs = q.chunks_exact(QR * hd);
+    let mut os = out.chunks_exact_mut(QR * hd);
+    for (qr, o) in (&mut qs).zip(&mut os) {
+        rows_short::<F, FMA, QR>(qr, kt, v, (len, hd), scale, o, &mut sc);
+    }
+    for (qr, o) in qs
+        .remainder()
+        .chunks_exact(hd)
+        .zip(os.into_remainder().chunks_exact_mut(hd))
+    {
+        rows_short::<F, FMA, 1>(qr, kt, v, (len, hd), scale, o, &mut sc);
+    }
+}
+
+/// `R` query rows of [`attend_short_any`] (`q` and `out` `[R, hd]`, `sc` at least `R * len_p`).
+#[inline(always)]
+fn rows_short<F: Real, const FMA: bool, const R: usize>(
+    q: &[F],
+    kt: &[F],
+    v: &[F],
+    (len, hd): (usize, usize),
+    scale: F,
+    out: &mut [F],
+    sc: &mut [F],
+) {
     let madd = |a: F, b: F, acc: F| if FMA { a.mul_add(b, acc) } else { acc + a * b };
     let (len_p, hd_p) = (kt.len() / hd, v.len() / len);
-    let mut sc = vec![F::ZERO; len_p];
-    for (qr, o) in q.chunks_exact(hd).zip(out.chunks_exact_mut(hd)) {
-        for (j0, s) in sc.chunks_exact_mut(LANES).enumerate() {
-            let mut acc = [F::ZERO; LANES];
-            for (c, &x) in qr.iter().enumerate() {
-                let ktr = &kt[c * len_p + j0 * LANES..][..LANES];
-                for (a, &kv) in acc.iter_mut().zip(ktr) {
+    // each row's slice taken once: no bounds checks inside the multiply-add loops (with them,
+    // the accumulators went through the stack on every step)
+    let qs: [&[F]; R] = std::array::from_fn(|r| &q[r * hd..(r + 1) * hd]);
+    for j0 in (0..len_p).step_by(LANES) {
+        let mut acc = [[F::ZERO; LANES]; R];
+        for c in 0..hd {
+            let ktr: &[F; LANES] = kt[c * len_p + j0..][..LANES].try_into().expect("a block");
+            for (a, q) in acc.iter_mut().zip(&qs) {
+                let x = q[c];
+                for (a, &kv) in a.iter_mut().zip(ktr) {
                     *a = madd(x, kv, *a);
                 }
             }
-            for (s, a) in s.iter_mut().zip(acc) {
+        }
+        for (r, a) in acc.iter().enumerate() {
+            for (s, &a) in sc[r * len_p + j0..][..LANES].iter_mut().zip(a) {
                 *s = a * scale;
             }
         }
-        let sc = &mut sc[..len];
+    }
+    let mut inv = [F::ZERO; R];
+    for (r, inv) in inv.iter_mut().enumerate() {
+        let sc = &mut sc[r * len_p..r * len_p + len];
         let m = F::max_slice(sc);
         let sum = F::exp_shift_sum(sc, m);
-        let inv = F::ONE / sum;
-        for c0 in (0..hd_p).step_by(LANES) {
-            let mut acc = [F::ZERO; LANES];
-            for (&p, vr) in sc.iter().zip(v.chunks_exact(hd_p)) {
-                for (a, &vc) in acc.iter_mut().zip(&vr[c0..c0 + LANES]) {
+        *inv = F::ONE / sum;
+    }
+    let ps: [&[F]; R] = std::array::from_fn(|r| &sc[r * len_p..r * len_p + len]);
+    for c0 in (0..hd_p).step_by(LANES) {
+        let mut acc = [[F::ZERO; LANES]; R];
+        assert!(v.len() >= len * hd_p && c0 + LANES <= hd_p);
+        for j in 0..len {
+            // SAFETY (both): j < len, the length of every `ps` row; row j of v has hd_p >=
+            // c0 + LANES values (asserted above). Unchecked because with a panic possible in
+            // the loop the accumulators went through the stack on every step (2x slower).
+            let vr = unsafe { &*(v.as_ptr().add(j * hd_p + c0) as *const [F; LANES]) };
+            for (a, p) in acc.iter_mut().zip(&ps) {
+                let p = unsafe { *p.get_unchecked(j) };
+                for (a, &vc) in a.iter_mut().zip(vr) {
                     *a = madd(p, vc, *a);
                 }
             }
-            let w = LANES.min(hd - c0);
-            for (oc, a) in o[c0..c0 + w].iter_mut().zip(acc) {
-                *oc = a * inv;
+        }
+        let w = LANES.min(hd - c0);
+        for (r, a) in acc.iter().enumerate() {
+            for (oc, &a) in out[r * hd + c0..r * hd + c0 + w].iter_mut().zip(a) {
+                *oc = a * inv[r];
             }
         }
     }
 }
+
+/// Query rows per pass of [`attend_short`].
+const QR: usize = 4;
 
 /// One query block against one segment's keys: `out` `[qb, hd]` = softmax(scale q kᵀ) v.
 fn attend_block<F: Real>(
