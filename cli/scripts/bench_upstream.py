@@ -1,14 +1,18 @@
 """Upstream's side of `glm5v bench` (run by the glm5v binary with the venv's python; not in CI).
 
     python bench_upstream.py prep REPS IMAGE...
-    python bench_upstream.py cpu REPS[,REPS...] MODEL_DIR PIXELS.safetensors
+    python bench_upstream.py cpu REPS[,REPS...] MODEL_DIR PIXELS.safetensors [step]
     python bench_upstream.py gpu REPS MODEL_DIR PIXELS.safetensors [DEVICE [MODES]]
     python bench_upstream.py images OUT_DIR   (writes the default prep inputs)
 
 prep: times `Glm5NextImageProcessor()(images=load_image(path))` per image (and load_image alone).
 cpu:  times `Glm5NextVisionModel` f32 eager forwards on the batches in PIXELS (tensors
       `pixel_values.<k>` / `image_grid_thw.<k>`), weights loaded from MODEL_DIR; REPS per batch
-      (one value for all, or one per batch, comma-separated).
+      (one value for all, or one per batch, comma-separated). With `step`, after each batch's
+      warm-up it prints {"what": "ready", "index"} and then runs one forward per line read from
+      stdin, "go" (timed) or "warm" (not), printing {"what": "rep", "index", "ms", "timed"} after
+      each, until it has REPS timed ones: the caller takes turns with it, so that both sides'
+      forwards sample the same minutes of a machine whose speed drifts.
 gpu:  times `Glm5NextVisionModel` bf16 forwards with attn_implementation "sdpa" on DEVICE (default
       cuda) on the same batches, eager and under `torch.compile(model)` (MODES, default
       "eager,compiled"; dynamo is reset per batch, so each batch compiles for its own shapes). CUDA
@@ -51,7 +55,7 @@ def prep(reps, paths):
         emit("prep", tp, input=p, decode_median_ms=statistics.median(td), rows=int(out["pixel_values"].shape[0]))
 
 
-def cpu(reps, model_dir, pixels):
+def cpu(reps, model_dir, pixels, step=False):
     import torch
     from safetensors.torch import load_file
     from transformers.models.glm5_next.configuration_glm5_next import Glm5NextVisionConfig
@@ -73,9 +77,24 @@ def cpu(reps, model_dir, pixels):
     k = 0
     while f"pixel_values.{k}" in batches:
         px, grid = batches[f"pixel_values.{k}"], batches[f"image_grid_thw.{k}"]
+        n = reps[min(k, len(reps) - 1)]
         with torch.no_grad():
             model(px, grid_thw=grid)  # warm-up
-            _, ts = timed(lambda: model(px, grid_thw=grid), reps[min(k, len(reps) - 1)])
+            if step:
+                # one forward per line on stdin, taking turns with the caller's forwards: "go" a
+                # timed one, "warm" an untimed one (after the other side's turn)
+                print(json.dumps({"what": "ready", "index": k}), flush=True)
+                ts = []
+                while len(ts) < n:
+                    cmd = sys.stdin.readline().strip()
+                    if cmd not in ("go", "warm"):
+                        raise SystemExit(f"bench_upstream: expected go or warm on stdin, got {cmd!r}")
+                    _, t = timed(lambda: model(px, grid_thw=grid), 1)
+                    if cmd == "go":
+                        ts += t
+                    print(json.dumps({"what": "rep", "index": k, "ms": t[0], "timed": cmd == "go"}), flush=True)
+            else:
+                _, ts = timed(lambda: model(px, grid_thw=grid), n)
         emit("cpu", ts, grid=[int(x) for x in grid[0]], threads=torch.get_num_threads())
         k += 1
     print(json.dumps({"what": "peak_rss_mb", "value": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
@@ -230,4 +249,4 @@ if __name__ == "__main__":
         modes = tuple(sys.argv[6].split(",")) if len(sys.argv) > 6 else ("eager", "compiled")
         gpu(reps[0], sys.argv[3], sys.argv[4], device, modes)
     else:
-        cpu(reps, sys.argv[3], sys.argv[4])
+        cpu(reps, sys.argv[3], sys.argv[4], step=sys.argv[5:6] == ["step"])

@@ -25,8 +25,9 @@ const SCRIPT: &str = include_str!("../../scripts/bench_upstream.py");
 /// prep: decode + resize + patchify of a 4000x3000 JPEG and a 640x480 PNG (or the given IMAGEs)
 /// against `Glm5NextImageProcessor()(images=load_image(path))`; also times our decode alone.
 /// cpu: full GLM-5.3-Flash geometry (synthetic weights, or --model) at grids 8x8, 32x32, 72x72
-/// against upstream's f32 eager forward with the same weights and pixels; reports GFLOP/s (also
-/// as a share of the FMA ceiling, measured in the same run) and peak RSS.
+/// against upstream's f32 eager forward with the same weights and pixels, both processes loaded
+/// and taking turns of three timed forwards (after an untimed one); reports GFLOP/s (also as a
+/// share of the FMA ceiling, measured in the same run) and peak RSS.
 /// gpu: the bf16 GPU tower (CUDA events, pixels on the device) against upstream's bf16 SDPA
 /// forward on CUDA, eager and under `torch.compile`, same weights and pixels, for the --cases
 /// (default: one 1008x1008 image, 16 448x448 images in one packed batch, one 112x112 image, one
@@ -158,6 +159,124 @@ fn upstream(py: &Path, dir: &Path, args: &[String]) -> anyhow::Result<Vec<Value>
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect())
+}
+
+/// Upstream's script run in turns with our side: started with `args` + `step`, it loads, then
+/// after each batch's warm-up waits for a "go" per timed forward (see the script's `step`).
+struct Turns {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+    stderr: PathBuf,
+    /// Every JSON line read so far.
+    seen: Vec<Value>,
+}
+
+/// Timed forwards per turn of each side (`bench cpu`).
+const TURN_REPS: usize = 3;
+
+/// Forwards shorter than this get an untimed one at the start of each turn: the first forward
+/// after the other side's turn runs slow (its threads were parked; the other side's may still
+/// spin), by 10-50% for upstream's 8x8 here.
+const TURN_WARM_MS: f64 = 2000.0;
+
+impl Turns {
+    fn start(py: &Path, dir: &Path, args: &[String]) -> anyhow::Result<Self> {
+        let script = dir.join("bench_upstream.py");
+        std::fs::write(&script, SCRIPT)
+            .with_context(|| format!("cannot write {}", script.display()))?;
+        let stderr = dir.join("bench_upstream.stderr");
+        let err = std::fs::File::create(&stderr)
+            .with_context(|| format!("cannot write {}", stderr.display()))?;
+        let mut child = Command::new(py)
+            .arg(&script)
+            .args(args)
+            .arg("step")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(err)
+            .spawn()
+            .with_context(|| format!("cannot run {}", py.display()))?;
+        let stdin = child.stdin.take();
+        let out = child.stdout.take().context("upstream's stdout")?;
+        Ok(Self {
+            child,
+            stdin,
+            lines: std::io::BufRead::lines(std::io::BufReader::new(out)),
+            stderr,
+            seen: Vec::new(),
+        })
+    }
+
+    /// Reads upstream's lines up to the next JSON object whose "what" is `what`.
+    fn wait_for(&mut self, what: &str) -> anyhow::Result<Value> {
+        for line in self.lines.by_ref() {
+            let Ok(v) = serde_json::from_str::<Value>(&line?) else {
+                continue;
+            };
+            self.seen.push(v.clone());
+            if v["what"] == what {
+                return Ok(v);
+            }
+        }
+        bail!("upstream benchmark failed: {}", self.last_error())
+    }
+
+    /// One upstream forward, timed (`go`) or not (`warm`); its milliseconds.
+    fn step(&mut self, cmd: &str) -> anyhow::Result<f64> {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().context("upstream's stdin")?;
+        writeln!(stdin, "{cmd}")
+            .and_then(|_| stdin.flush())
+            .map_err(|_| anyhow::anyhow!("upstream benchmark failed: {}", self.last_error()))?;
+        let rep = self.wait_for("rep")?;
+        rep["ms"].as_f64().context("upstream's rep line without ms")
+    }
+
+    /// Reads to the end; every JSON line upstream printed.
+    fn finish(mut self) -> anyhow::Result<Vec<Value>> {
+        drop(self.stdin.take());
+        for line in self.lines.by_ref() {
+            if let Ok(v) = serde_json::from_str::<Value>(&line?) {
+                self.seen.push(v);
+            }
+        }
+        let status = self.child.wait()?;
+        if !status.success() {
+            bail!("upstream benchmark failed: {}", self.last_error());
+        }
+        Ok(std::mem::take(&mut self.seen))
+    }
+
+    fn last_error(&self) -> String {
+        std::fs::read_to_string(&self.stderr)
+            .ok()
+            .and_then(|e| {
+                e.lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| "no message".into())
+    }
+}
+
+impl Drop for Turns {
+    fn drop(&mut self) {
+        // an error on our side mid-run: do not leave the Python process waiting on its stdin
+        if self.stdin.is_some() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Milliseconds as seconds, comma-separated.
+fn secs(ms: &[f64]) -> String {
+    ms.iter()
+        .map(|m| format!("{:.3}", m / 1e3))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Peak resident memory of this process in MB, and a reset of that mark (Linux; `None` elsewhere).
@@ -382,18 +501,14 @@ fn bench_cpu(args: &Args, py: &Path, dir: &Path) -> anyhow::Result<()> {
     let cfg = emb.config().clone();
     // the same number of timed forwards on both sides (their medians and fastest compare)
     let reps_of = |g: usize| if g >= 64 { args.reps.min(2) } else { args.reps };
-    let mut ours = Vec::new();
-    for (g, px) in &batches {
-        let grids = [[1, *g, *g]];
-        emb.embed_pixels(px.view(), &grids)?; // warm-up
-        let reps = reps_of(*g);
-        let (ms, best) = time_ms(reps, || Ok(emb.embed_pixels(px.view(), &grids)?))?;
-        ours.push((*g, ms, best));
-    }
-    let our_rss = peak_rss_mb();
-    drop(emb);
-    eprintln!("glm5v: our side done (load {load_s:.1} s); running upstream");
-    let up = upstream(
+    // Both processes loaded, taking turns of TURN_REPS timed forwards each (after an untimed
+    // one, for short forwards): the two medians then sample the same minutes of a machine whose
+    // speed drifts by tens of percent from one minute to the next, instead of ours one minute
+    // and upstream's the next.
+    eprintln!(
+        "glm5v: our side loaded in {load_s:.1} s; upstream loading the same weights, then the two sides take turns"
+    );
+    let mut turns = Turns::start(
         py,
         dir,
         &[
@@ -407,6 +522,50 @@ fn bench_cpu(args: &Args, py: &Path, dir: &Path) -> anyhow::Result<()> {
             pixels.display().to_string(),
         ],
     )?;
+    let mut ours = Vec::new();
+    for (k, (g, px)) in batches.iter().enumerate() {
+        let grids = [[1, *g, *g]];
+        let t0 = Instant::now();
+        emb.embed_pixels(px.view(), &grids)?; // warm-up
+        let warm = t0.elapsed().as_secs_f64() * 1e3 < TURN_WARM_MS;
+        let ready = turns.wait_for("ready")?;
+        if ready["index"] != k {
+            bail!(
+                "upstream benchmark out of step: ready for batch {} while we run {k}",
+                ready["index"]
+            );
+        }
+        let reps = reps_of(*g);
+        let (mut ts, mut up_ts) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
+        while ts.len() < reps {
+            let turn = TURN_REPS.min(reps - ts.len());
+            if warm {
+                emb.embed_pixels(px.view(), &grids)?;
+            }
+            for _ in 0..turn {
+                let t0 = Instant::now();
+                emb.embed_pixels(px.view(), &grids)?;
+                ts.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+            if warm {
+                turns.step("warm")?;
+            }
+            for _ in 0..turn {
+                up_ts.push(turns.step("go")?);
+            }
+            eprintln!(
+                "glm5v: {g}x{g} {}/{reps}: ours {} s, upstream {} s",
+                ts.len(),
+                secs(&ts[ts.len() - turn..]),
+                secs(&up_ts[up_ts.len() - turn..])
+            );
+        }
+        let best = ts.iter().copied().fold(f64::INFINITY, f64::min);
+        ours.push((*g, median(ts), best));
+    }
+    let our_rss = peak_rss_mb();
+    drop(emb);
+    let up = turns.finish()?;
     let threads = rayon::current_num_threads();
     // the ceiling, measured now: register-only AVX-512 FMAs on as many threads
     let peak = glm5v_reference::kernels::peak::fma_peak_gflops(threads, 200_000_000);
