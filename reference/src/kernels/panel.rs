@@ -158,7 +158,8 @@ impl Panels {
             1
         };
         let groups = np.div_ceil(group);
-        let xp = pack_rows(x, m, k);
+        let mut xp = PACKED.take();
+        pack_rows(x, m, k, &mut xp);
         let x = &xp[..];
         super::team::for_each(groups * row_tasks, |t| {
             let (g, rt) = (t / row_tasks, t % row_tasks);
@@ -186,8 +187,21 @@ impl Panels {
                 );
             }
         });
+        if xp.capacity() * 4 <= PACKED_KEEP_BYTES {
+            PACKED.set(xp);
+        }
     }
 }
+
+thread_local! {
+    /// The packed rows of x of this thread's last product (see [`pack_rows`]), kept for the next
+    /// one: a forward's products pack 0.25-1 MiB each (8x8), which a fresh allocation would zero
+    /// first on the calling thread while the others wait.
+    static PACKED: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// The packed-rows buffer is kept up to this size (a 32x32 image's down projection packs 16 MiB).
+const PACKED_KEEP_BYTES: usize = 4 << 20;
 
 /// Rows `rows` of the output columns of panels `panels` (64 columns each, clipped to n).
 ///
@@ -558,13 +572,16 @@ unsafe fn step<const R: usize>(
     }
 }
 
-/// x `[m, k]` as tiles of [`MR`] rows, each `[k][MR]` (rows past m zero): a step of a tile
-/// reads its MR inputs from one place instead of MR rows k apart (which with k a multiple of
-/// 1024 fall into one L1 set).
-fn pack_rows(x: &[f32], m: usize, k: usize) -> Vec<f32> {
-    let tiles = m.div_ceil(MR);
-    let mut xp = vec![0.0f32; tiles * k * MR];
-    super::team::for_each_chunk_mut(&mut xp, k * MR, |t, tile| {
+/// x `[m, k]` as tiles of [`MR`] rows, each `[k][MR]` (rows past m zero), into `xp` (resized;
+/// every value written): a step of a tile reads its MR inputs from one place instead of MR rows
+/// k apart (which with k a multiple of 1024 fall into one L1 set).
+fn pack_rows(x: &[f32], m: usize, k: usize, xp: &mut Vec<f32>) {
+    let len = m.div_ceil(MR) * k * MR;
+    if xp.len() < len {
+        xp.resize(len, 0.0);
+    }
+    xp.truncate(len);
+    super::team::for_each_chunk_mut(xp, k * MR, |t, tile| {
         let rows = MR.min(m - t * MR);
         let src = &x[t * MR * k..(t * MR + rows) * k];
         if rows == MR {
@@ -577,13 +594,13 @@ fn pack_rows(x: &[f32], m: usize, k: usize) -> Vec<f32> {
             }
             return;
         }
+        tile.fill(0.0);
         for (r, row) in src.chunks_exact(k.max(1)).enumerate() {
             for (kk, &v) in row.iter().enumerate() {
                 tile[kk * MR + r] = v;
             }
         }
     });
-    xp
 }
 
 #[cfg(test)]
