@@ -55,6 +55,17 @@ unsafe fn norm_group_avx512<F: Real>(x: &[F], w: &[F], eps: F, y: &mut [F]) {
     norm_group_any(x, w, eps, y)
 }
 
+/// [`norm_group`] inlined into the caller's build (for callers that are built for AVX-512
+/// themselves; the same bits as `norm_group`).
+#[inline(always)]
+pub(crate) fn norm_group_inline<F: Real>(x: &[F], w: &[F], eps: F, y: &mut [F]) {
+    assert!(
+        x.len() == w.len() && y.len() == w.len(),
+        "norm_group: lengths"
+    );
+    norm_group_any(x, w, eps, y)
+}
+
 #[inline(always)]
 fn norm_group_any<F: Real>(x: &[F], w: &[F], eps: F, y: &mut [F]) {
     let var = F::from_f64(sum_squares(x) / x.len() as f64);
