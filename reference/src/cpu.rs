@@ -26,6 +26,21 @@ struct Scratch<F> {
 }
 
 /// `buf` as a slice of `len` (grown once; contents are overwritten by the caller).
+/// `y += x` elementwise (a residual connection), rows split over the team's threads (the two
+/// serial adds of each block took 1.3-1.4 ms of an 8x8 forward, the other thread waiting).
+fn add_residual<F: Real>(y: &mut Array2<F>, x: ArrayView2<F>) {
+    assert_eq!(y.dim(), x.dim(), "residual shapes");
+    let cols = y.ncols();
+    match (y.as_slice_mut(), x.as_slice()) {
+        (Some(ys), Some(xs)) if cols > 0 => team::for_each_chunk_mut(ys, cols, |i, row| {
+            for (a, &b) in row.iter_mut().zip(&xs[i * cols..(i + 1) * cols]) {
+                *a += b;
+            }
+        }),
+        _ => *y += &x,
+    }
+}
+
 fn sized<F: Real>(buf: &mut Vec<F>, len: usize) -> &mut [F] {
     if buf.len() != len {
         buf.clear();
@@ -220,7 +235,7 @@ impl<F: Real> CpuTower<F> {
             .apply(a.view(), w.proj_b.as_ref().map(|b| b.view()), Par::Pool);
         drop(a);
         emit(taps, || format!("blocks.{i}.attn"), h.view());
-        h += &x; // hidden_states + attn(...)
+        add_residual(&mut h, x); // hidden_states + attn(...)
 
         // MLP
         let x2 = norm::rms_norm(h.view(), w.norm2.view(), eps);
@@ -242,7 +257,7 @@ impl<F: Real> CpuTower<F> {
             .down
             .apply(mv.view(), w.down_b.as_ref().map(|b| b.view()), Par::Pool);
         emit(taps, || format!("blocks.{i}.mlp"), out.view());
-        out += &h; // hidden_states + mlp(...)
+        add_residual(&mut out, h.view()); // hidden_states + mlp(...)
         emit(taps, || format!("blocks.{i}"), out.view());
         out
     }
