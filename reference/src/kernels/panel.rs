@@ -158,8 +158,7 @@ impl Panels {
             1
         };
         let groups = np.div_ceil(group);
-        let mut xp = PACKED.take();
-        pack_rows(x, m, k, &mut xp);
+        let xp = pack_rows(x, m, k);
         let x = &xp[..];
         super::team::for_each(groups * row_tasks, |t| {
             let (g, rt) = (t / row_tasks, t % row_tasks);
@@ -187,21 +186,8 @@ impl Panels {
                 );
             }
         });
-        if xp.capacity() * 4 <= PACKED_KEEP_BYTES {
-            PACKED.set(xp);
-        }
     }
 }
-
-thread_local! {
-    /// The packed rows of x of this thread's last product (see [`pack_rows`]), kept for the next
-    /// one: a forward's products pack 0.25-1 MiB each (8x8), which a fresh allocation would zero
-    /// first on the calling thread while the others wait.
-    static PACKED: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
-}
-
-/// The packed-rows buffer is kept up to this size (a 32x32 image's down projection packs 16 MiB).
-const PACKED_KEEP_BYTES: usize = 4 << 20;
 
 /// Rows `rows` of the output columns of panels `panels` (64 columns each, clipped to n).
 ///
@@ -572,16 +558,19 @@ unsafe fn step<const R: usize>(
     }
 }
 
-/// x `[m, k]` as tiles of [`MR`] rows, each `[k][MR]` (rows past m zero), into `xp` (resized;
-/// every value written): a step of a tile reads its MR inputs from one place instead of MR rows
-/// k apart (which with k a multiple of 1024 fall into one L1 set).
-fn pack_rows(x: &[f32], m: usize, k: usize, xp: &mut Vec<f32>) {
+/// x `[m, k]` as tiles of [`MR`] rows, each `[k][MR]` (rows past m zero): a step of a tile
+/// reads its MR inputs from one place instead of MR rows k apart (which with k a multiple of
+/// 1024 fall into one L1 set). Written once, not zeroed first: a forward's products pack
+/// 0.25-1 MiB each at 8x8, and zeroing that on the calling thread kept the others waiting.
+fn pack_rows(x: &[f32], m: usize, k: usize) -> Vec<f32> {
+    use std::mem::MaybeUninit;
     let len = m.div_ceil(MR) * k * MR;
-    if xp.len() < len {
-        xp.resize(len, 0.0);
+    let mut xp: Vec<f32> = Vec::with_capacity(len);
+    if len == 0 {
+        return xp;
     }
-    xp.truncate(len);
-    super::team::for_each_chunk_mut(xp, k * MR, |t, tile| {
+    let spare = &mut xp.spare_capacity_mut()[..len];
+    super::team::for_each_chunk_mut(spare, k * MR, |t, tile| {
         let rows = MR.min(m - t * MR);
         let src = &x[t * MR * k..(t * MR + rows) * k];
         if rows == MR {
@@ -589,18 +578,22 @@ fn pack_rows(x: &[f32], m: usize, k: usize, xp: &mut Vec<f32>) {
             let r: [&[f32]; MR] = std::array::from_fn(|i| &src[i * k..(i + 1) * k]);
             for (kk, out) in tile.chunks_exact_mut(MR).enumerate() {
                 for (o, row) in out.iter_mut().zip(&r) {
-                    *o = row[kk];
+                    o.write(row[kk]);
                 }
             }
             return;
         }
-        tile.fill(0.0);
-        for (r, row) in src.chunks_exact(k.max(1)).enumerate() {
+        tile.fill(MaybeUninit::new(0.0));
+        for (r, row) in src.chunks_exact(k).enumerate() {
             for (kk, &v) in row.iter().enumerate() {
-                tile[kk * MR + r] = v;
+                tile[kk * MR + r].write(v);
             }
         }
     });
+    // SAFETY: the chunks of k * MR values are the tiles, and every tile wrote all of its values
+    // (a full one each of its k * MR, a partial one zeros first), so 0..len are initialised.
+    unsafe { xp.set_len(len) };
+    xp
 }
 
 #[cfg(test)]
