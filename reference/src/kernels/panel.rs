@@ -321,8 +321,8 @@ unsafe fn group_task(
 /// asked to back with huge pages (`madvise(MADV_HUGEPAGE)`, transparent huge pages). A forward
 /// streams every weight from memory once; with 4 KiB pages each 4 KiB of it also costs a page
 /// walk whose table entries come from memory too. (A `Vec` of this size would mostly reuse heap
-/// pages already faulted in as 4 KiB ones, where the advice no longer applies.) Where the mapping
-/// cannot be made, a `Vec`.
+/// pages already faulted in as 4 KiB ones, where the advice no longer applies.) Below one huge
+/// page, or where the mapping cannot be made, a `Vec`.
 pub(crate) struct PanelBuf<T> {
     mem: Mem<T>,
     len: usize,
@@ -340,21 +340,26 @@ impl<T: bytemuck::Pod> PanelBuf<T> {
     /// `len` zero values.
     pub(crate) fn zeroed(len: usize) -> Self {
         let bytes = len * std::mem::size_of::<T>();
-        let mem = match memmap2::MmapMut::map_anon(bytes + HUGE_PAGE) {
-            Ok(map) if bytes > 0 => {
+        let map = if bytes >= HUGE_PAGE {
+            memmap2::MmapMut::map_anon(bytes + HUGE_PAGE).ok()
+        } else {
+            None
+        };
+        let mem = match map {
+            Some(map) => {
                 let offset =
                     (map.as_ptr() as usize).next_multiple_of(HUGE_PAGE) - map.as_ptr() as usize;
-                // whole huge pages only: a partly used one would add up to 2 MiB of resident
-                // zeros per weight
-                let whole = bytes / HUGE_PAGE * HUGE_PAGE;
                 #[cfg(unix)]
-                if whole > 0 && std::env::var("GLM5V_CPU_HUGE_PAGES").as_deref() != Ok("0") {
-                    // advice only: where it is refused the pages stay 4 KiB
+                if std::env::var("GLM5V_CPU_HUGE_PAGES").as_deref() != Ok("0") {
+                    // whole huge pages only: a partly used one would add up to 2 MiB of
+                    // resident zeros per weight. Advice only: where it is refused the pages
+                    // stay 4 KiB.
+                    let whole = bytes / HUGE_PAGE * HUGE_PAGE;
                     let _ = map.advise_range(memmap2::Advice::HugePage, offset, whole);
                 }
                 Mem::Map(map, offset)
             }
-            _ => Mem::Heap(vec![T::zeroed(); len]),
+            None => Mem::Heap(vec![T::zeroed(); len]),
         };
         Self { mem, len }
     }
