@@ -25,7 +25,6 @@ struct Scratch<F> {
     m: Vec<F>,
 }
 
-/// `buf` as a slice of `len` (grown once; contents are overwritten by the caller).
 /// `y += x` elementwise (a residual connection), rows split over the team's threads (the two
 /// serial adds of each block took 1.3-1.4 ms of an 8x8 forward, the other thread waiting).
 fn add_residual<F: Real>(y: &mut Array2<F>, x: ArrayView2<F>) {
@@ -41,6 +40,7 @@ fn add_residual<F: Real>(y: &mut Array2<F>, x: ArrayView2<F>) {
     }
 }
 
+/// `buf` as a slice of `len` (grown once; contents are overwritten by the caller).
 fn sized<F: Real>(buf: &mut Vec<F>, len: usize) -> &mut [F] {
     if buf.len() != len {
         buf.clear();

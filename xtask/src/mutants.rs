@@ -43,8 +43,8 @@ const MUTANTS: &[Mutant] = &[
     Mutant {
         name: "q/k norm after rope",
         file: "reference/src/kernels/rope.rs",
-        from: "        super::norm::norm_group_inline(x, w, a.eps, head);\n        if let Some(keep) = keep.as_deref_mut() {\n            keep[h * hd..(h + 1) * hd].copy_from_slice(head);\n        }\n        rotate(head, a.cos, a.sin, &mut out[h * hd..(h + 1) * hd]);",
-        to: "        let mut rot = vec![F::ZERO; hd];\n        rotate(x, a.cos, a.sin, &mut rot);\n        super::norm::norm_group_inline(&rot, w, a.eps, head);\n        if let Some(keep) = keep.as_deref_mut() {\n            keep[h * hd..(h + 1) * hd].copy_from_slice(head);\n        }\n        out[h * hd..(h + 1) * hd].copy_from_slice(head);",
+        from: "        super::norm::norm_group_any(x, w, a.eps, head);\n        if let Some(keep) = keep.as_deref_mut() {\n            keep[h * hd..(h + 1) * hd].copy_from_slice(head);\n        }\n        rotate(head, a.cos, a.sin, &mut out[h * hd..(h + 1) * hd]);",
+        to: "        let mut rot = vec![F::ZERO; hd];\n        rotate(x, a.cos, a.sin, &mut rot);\n        super::norm::norm_group_any(&rot, w, a.eps, head);\n        if let Some(keep) = keep.as_deref_mut() {\n            keep[h * hd..(h + 1) * hd].copy_from_slice(head);\n        }\n        out[h * hd..(h + 1) * hd].copy_from_slice(head);",
     },
     Mutant {
         name: "row-major rope positions",

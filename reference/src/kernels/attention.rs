@@ -211,12 +211,12 @@ fn rows_short<F: Real, const FMA: bool, const R: usize>(
         *inv = F::ONE / sum;
     }
     let ps: [&[F]; R] = std::array::from_fn(|r| &sc[r * len_p..r * len_p + len]);
+    assert!(v.len() >= len * hd_p && hd_p.is_multiple_of(LANES));
     for c0 in (0..hd_p).step_by(LANES) {
         let mut acc = [[F::ZERO; LANES]; R];
-        assert!(v.len() >= len * hd_p && c0 + LANES <= hd_p);
         for j in 0..len {
-            // SAFETY (both): j < len, the length of every `ps` row; row j of v has hd_p >=
-            // c0 + LANES values (asserted above). Unchecked because with a panic possible in
+            // SAFETY (both): j < len, the length of every `ps` row; row j of v has hd_p values,
+            // a multiple of LANES, so c0 + LANES <= hd_p (asserted above). Unchecked because with a panic possible in
             // the loop the accumulators went through the stack on every step (2x slower).
             let vr = unsafe { &*(v.as_ptr().add(j * hd_p + c0) as *const [F; LANES]) };
             for (a, p) in acc.iter_mut().zip(&ps) {

@@ -37,10 +37,6 @@ pub fn rms_norm_groups<F: Real>(x: ArrayView2<F>, w: ArrayView1<F>, eps: f64) ->
 /// mean is rounded to `F` once). The AVX-512 build of the loops is used where the CPU has it;
 /// both builds give the same bits (no fused multiply-adds).
 pub fn norm_group<F: Real>(x: &[F], w: &[F], eps: F, y: &mut [F]) {
-    assert!(
-        x.len() == w.len() && y.len() == w.len(),
-        "norm_group: lengths"
-    );
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
         // SAFETY: the feature was detected at run time.
@@ -55,19 +51,14 @@ unsafe fn norm_group_avx512<F: Real>(x: &[F], w: &[F], eps: F, y: &mut [F]) {
     norm_group_any(x, w, eps, y)
 }
 
-/// [`norm_group`] inlined into the caller's build (for callers that are built for AVX-512
-/// themselves; the same bits as `norm_group`).
+/// [`norm_group`] inlined into the caller's build (callers built for AVX-512 themselves, like
+/// the rope's per-token function, call it directly; the same bits either way).
 #[inline(always)]
-pub(crate) fn norm_group_inline<F: Real>(x: &[F], w: &[F], eps: F, y: &mut [F]) {
+pub(crate) fn norm_group_any<F: Real>(x: &[F], w: &[F], eps: F, y: &mut [F]) {
     assert!(
         x.len() == w.len() && y.len() == w.len(),
         "norm_group: lengths"
     );
-    norm_group_any(x, w, eps, y)
-}
-
-#[inline(always)]
-fn norm_group_any<F: Real>(x: &[F], w: &[F], eps: F, y: &mut [F]) {
     let var = F::from_f64(sum_squares(x) / x.len() as f64);
     let r = F::ONE / (var + eps).sqrt();
     for ((y, &x), &w) in y.iter_mut().zip(x).zip(w) {

@@ -185,7 +185,7 @@ fn token<F: Real>(a: TokenArgs<'_, F>, out: &mut [F], mut keep: Option<&mut [F]>
     };
     for (h, x) in a.qk.chunks_exact(hd).enumerate() {
         let w = if h * hd < a.d { a.wq } else { a.wk };
-        super::norm::norm_group_inline(x, w, a.eps, head);
+        super::norm::norm_group_any(x, w, a.eps, head);
         if let Some(keep) = keep.as_deref_mut() {
             keep[h * hd..(h + 1) * hd].copy_from_slice(head);
         }
