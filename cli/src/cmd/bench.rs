@@ -132,15 +132,26 @@ fn time_ms<T>(reps: usize, mut f: impl FnMut() -> anyhow::Result<T>) -> anyhow::
         f()?;
         ts.push(t0.elapsed().as_secs_f64() * 1e3);
     }
+    Ok(median_best(ts))
+}
+
+/// (median, fastest) of timings.
+fn median_best(ts: Vec<f64>) -> (f64, f64) {
     let best = ts.iter().copied().fold(f64::INFINITY, f64::min);
-    Ok((median(ts), best))
+    (median(ts), best)
+}
+
+/// Writes upstream's script (embedded in the binary) into `dir`; its path.
+fn write_script(dir: &Path) -> anyhow::Result<PathBuf> {
+    let script = dir.join("bench_upstream.py");
+    std::fs::write(&script, SCRIPT)
+        .with_context(|| format!("cannot write {}", script.display()))?;
+    Ok(script)
 }
 
 /// Runs the upstream script; its JSON lines.
 fn upstream(py: &Path, dir: &Path, args: &[String]) -> anyhow::Result<Vec<Value>> {
-    let script = dir.join("bench_upstream.py");
-    std::fs::write(&script, SCRIPT)
-        .with_context(|| format!("cannot write {}", script.display()))?;
+    let script = write_script(dir)?;
     let out = Command::new(py)
         .arg(&script)
         .args(args)
@@ -182,9 +193,7 @@ const TURN_WARM_MS: f64 = 2000.0;
 
 impl Turns {
     fn start(py: &Path, dir: &Path, args: &[String]) -> anyhow::Result<Self> {
-        let script = dir.join("bench_upstream.py");
-        std::fs::write(&script, SCRIPT)
-            .with_context(|| format!("cannot write {}", script.display()))?;
+        let script = write_script(dir)?;
         let stderr = dir.join("bench_upstream.stderr");
         let err = std::fs::File::create(&stderr)
             .with_context(|| format!("cannot write {}", stderr.display()))?;
@@ -320,8 +329,7 @@ pub fn run(args: Args) -> CmdResult {
 
 fn bench_prep(args: &Args, py: &Path, dir: &Path) -> anyhow::Result<()> {
     let images: Vec<String> = if args.images.is_empty() {
-        let script = dir.join("bench_upstream.py");
-        std::fs::write(&script, SCRIPT)?;
+        let script = write_script(dir)?;
         let o = Command::new(py)
             .arg(&script)
             .arg("images")
@@ -560,8 +568,8 @@ fn bench_cpu(args: &Args, py: &Path, dir: &Path) -> anyhow::Result<()> {
                 secs(&up_ts[up_ts.len() - turn..])
             );
         }
-        let best = ts.iter().copied().fold(f64::INFINITY, f64::min);
-        ours.push((*g, median(ts), best));
+        let (med, best) = median_best(ts);
+        ours.push((*g, med, best));
     }
     let our_rss = peak_rss_mb();
     drop(emb);
@@ -699,18 +707,15 @@ impl Noise {
 /// Runs the upstream script with its stderr shown (progress, compile logs); its JSON lines.
 /// A failing script is reported and yields the lines it printed before failing.
 fn upstream_streaming(py: &Path, dir: &Path, args: &[String]) -> Vec<Value> {
-    let script = dir.join("bench_upstream.py");
-    let out = std::fs::write(&script, SCRIPT)
-        .with_context(|| format!("cannot write {}", script.display()))
-        .and_then(|()| {
-            Command::new(py)
-                .arg(&script)
-                .args(args)
-                .stdin(Stdio::null())
-                .stderr(Stdio::inherit())
-                .output()
-                .with_context(|| format!("cannot run {}", py.display()))
-        });
+    let out = write_script(dir).and_then(|script| {
+        Command::new(py)
+            .arg(&script)
+            .args(args)
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .with_context(|| format!("cannot run {}", py.display()))
+    });
     match out {
         Ok(o) => {
             if !o.status.success() {
