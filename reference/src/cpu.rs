@@ -3,7 +3,7 @@
 use crate::config::VisionConfig;
 use crate::error::{InputError, TowerError};
 use crate::geometry::{self, Grid, check_cols, check_shape};
-use crate::kernels::act::{gelu, swiglu_rows, swiglu_rows_into};
+use crate::kernels::act::{swiglu_rows, swiglu_rows_into};
 use crate::kernels::attention::attention;
 use crate::kernels::gemm::{LinearWeight, Par};
 use crate::kernels::{norm, rope, team};
@@ -291,9 +291,7 @@ impl<F: Real> CpuTower<F> {
         emit(taps, || "merger.post_projection_norm".into(), h.view());
         let cols = h.ncols();
         let hs = h.as_slice_mut().expect("a fresh array is contiguous");
-        team::for_each_chunk_mut(hs, cols, |_, row| {
-            row.iter_mut().for_each(|v| *v = gelu(*v))
-        });
+        team::for_each_chunk_mut(hs, cols, |_, row| F::gelu_slice(row));
         emit(taps, || "merger.act1".into(), h.view());
         let gu = self.lin.m_gate_up.apply(h.view(), None, Par::Pool); // [G, 2P]
         emit(taps, || "merger.gate_proj".into(), gu.slice(s![.., ..p]));

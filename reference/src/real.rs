@@ -82,6 +82,11 @@ pub trait Real:
             *o = crate::kernels::act::clamped_swiglu(g, u, limit);
         }
     }
+    /// `xs[i] = gelu(xs[i])` (exact, erf) in place.
+    fn gelu_slice(xs: &mut [Self]) {
+        xs.iter_mut()
+            .for_each(|v| *v = crate::kernels::act::gelu(*v));
+    }
     /// The values as f32, borrowed when `Self` is f32 (taps cost no copy in the f32 mode).
     fn as_f32s(xs: &[Self]) -> Cow<'_, [f32]>;
     /// f32 values converted to `Self`, borrowed when `Self` is f32.
@@ -142,6 +147,9 @@ impl Real for f32 {
     }
     fn swiglu_slice(gate: &[f32], up: &[f32], out: &mut [f32], limit: f32) {
         crate::kernels::act::swiglu_f32(gate, up, out, limit)
+    }
+    fn gelu_slice(xs: &mut [f32]) {
+        crate::kernels::act::gelu_f32_slice(xs)
     }
     fn linear_skinny(
         x: &[f32],

@@ -235,6 +235,149 @@ fn erfc_cf(a: f64) -> f64 {
     (-a * a).exp() / (std::f64::consts::PI.sqrt() * f)
 }
 
+// ---------------------------------------------------------------- GELU over f32 slices
+
+/// Below this |x| the vectorised erf below sums [`erf_f64`]'s series; elsewhere (and for NaN) a
+/// value takes [`erf_f64`] itself.
+const ERF_SERIES_MAX: f64 = 2.5;
+/// Terms of the series kept: at |x| = 2.5 (2x^2 = 12.5) the first one left out is 2.6e-18 of
+/// the sum.
+const ERF_TERMS: usize = 38;
+/// The series' coefficients 1 / (1 * 3 * ... * (2n + 1)).
+const ERF_COEF: [f64; ERF_TERMS] = {
+    let mut c = [1.0; ERF_TERMS];
+    let mut n = 1;
+    while n < ERF_TERMS {
+        c[n] = c[n - 1] / (2 * n + 1) as f64;
+        n += 1;
+    }
+    c
+};
+
+/// Values per step of [`gelu_f32_loop`]: eight 8-lane f64 vectors, whose Horner chains run side
+/// by side (with two, the loop waited on each step's multiply and add: 8.6 ns a value).
+const GELU_CHUNK: usize = 64;
+
+/// `e[j] = erf(a[j])` in f64 for |a[j]| <= [`ERF_SERIES_MAX`] by [`erf_f64`]'s series, summed by
+/// Horner's rule from fixed coefficients (no division, no data-dependent loop: it vectorises),
+/// times exp(-a^2) from a Taylor series after the usual reduction (k ln 2 split in two as in
+/// fdlibm, so `k * LN2_HI` is exact). Odd in a as written (a multiplies the even series).
+#[inline(always)]
+fn erf_series_f64(a: &[f64; GELU_CHUNK], e: &mut [f64; GELU_CHUNK]) {
+    const MAGIC: f64 = 6_755_399_441_055_744.0; // 1.5 * 2^52: rounds to an integer in the low bits
+    // fdlibm's ln2_hi (its low 21 bits zero) and ln2_lo = ln 2 - ln2_hi
+    const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
+    const LN2_LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76);
+    // exp's Taylor series to degree 13: truncation error < 4e-18 relative for |r| <= 0.347
+    const INV_FACT: [f64; 14] = {
+        let mut c = [1.0; 14];
+        let mut n = 1;
+        while n < 14 {
+            c[n] = c[n - 1] / n as f64;
+            n += 1;
+        }
+        c
+    };
+    let mut y = [0.0; GELU_CHUNK];
+    let mut p = [ERF_COEF[ERF_TERMS - 1]; GELU_CHUNK];
+    for (y, &a) in y.iter_mut().zip(a) {
+        *y = 2.0 * a * a;
+    }
+    for &c in ERF_COEF[..ERF_TERMS - 1].iter().rev() {
+        for (p, &y) in p.iter_mut().zip(&y) {
+            *p = *p * y + c;
+        }
+    }
+    // exp(-a^2), -a^2 in [-6.25, 0]
+    let mut r = [0.0; GELU_CHUNK];
+    let mut scale = [0.0; GELU_CHUNK];
+    for ((r, s), &a) in r.iter_mut().zip(&mut scale).zip(a) {
+        let x = -a * a;
+        let kf = x * std::f64::consts::LOG2_E + MAGIC;
+        let k = kf - MAGIC;
+        let ki = kf.to_bits() as i64 - MAGIC.to_bits() as i64;
+        *r = (x - k * LN2_HI) - k * LN2_LO; // |r| <= ln2/2 (+ rounding)
+        *s = f64::from_bits(((ki + 1023) as u64) << 52);
+    }
+    let mut q = [INV_FACT[13]; GELU_CHUNK];
+    for &c in INV_FACT[..13].iter().rev() {
+        for (q, &r) in q.iter_mut().zip(&r) {
+            *q = *q * r + c;
+        }
+    }
+    for j in 0..GELU_CHUNK {
+        e[j] = FRAC_2_SQRT_PI * (q[j] * scale[j]) * a[j] * p[j];
+    }
+}
+
+#[inline(always)]
+fn gelu_f32_loop(xs: &mut [f32]) {
+    let frac = std::f32::consts::FRAC_1_SQRT_2;
+    let mut chunks = xs.chunks_exact_mut(GELU_CHUNK);
+    for chunk in &mut chunks {
+        let chunk: &mut [f32; GELU_CHUNK] = chunk.try_into().expect("exact chunks");
+        // every value through the series (clamped into its range), vectorised
+        let mut a = [0.0f64; GELU_CHUNK];
+        for (a, &v) in a.iter_mut().zip(chunk.iter()) {
+            *a = ((v * frac) as f64).clamp(-ERF_SERIES_MAX, ERF_SERIES_MAX);
+        }
+        let mut e = [0.0f64; GELU_CHUNK];
+        erf_series_f64(&a, &mut e);
+        let mut e32 = [0.0f32; GELU_CHUNK];
+        for (o, &e) in e32.iter_mut().zip(&e) {
+            *o = e as f32;
+        }
+        // the few values outside it (|x| >= 2.5 sqrt 2 before the scaling; NaN) as the scalar
+        // erf does them
+        for (o, &v) in e32.iter_mut().zip(chunk.iter()) {
+            let a = (v * frac) as f64;
+            if a.is_nan() || a.abs() >= ERF_SERIES_MAX {
+                *o = erf_f64(a) as f32;
+            }
+        }
+        for (v, &e) in chunk.iter_mut().zip(&e32) {
+            *v = 0.5 * *v * (1.0 + e);
+        }
+    }
+    for v in chunks.into_remainder() {
+        *v = gelu(*v);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn gelu_f32_avx512(xs: &mut [f32]) {
+    gelu_f32_loop(xs)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn gelu_f32_avx2(xs: &mut [f32]) {
+    gelu_f32_loop(xs)
+}
+
+/// `xs[i] = gelu(xs[i])` for f32 (the merger's activation), on the widest vector unit
+/// available. The erf inside is evaluated in f64 as [`Real::erf`] does, by the same series but
+/// vectorised. The scalar one divides once per term and loops until it converges: on one core
+/// here, 2.4 ms for the 65536 values of an 8x8 image's merger against 0.30 ms this way (a
+/// throwaway timing loop, best of 3). Both are far inside a unit in the last place of f32 before
+/// the final rounding; `gelu_slice_matches_scalar` checks the results are the same bits over a
+/// dense sweep.
+pub fn gelu_f32_slice(xs: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the feature was detected at run time.
+            return unsafe { gelu_f32_avx512(xs) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: as above.
+            return unsafe { gelu_f32_avx2(xs) };
+        }
+    }
+    gelu_f32_loop(xs)
+}
+
 // ---------------------------------------------------------------- activations
 
 /// SiLU as torch computes it: x / (1 + exp(-x)).
@@ -410,6 +553,50 @@ mod tests {
         assert_eq!(&v[..4], &[0.0, 0.0, 1.0, f32::INFINITY]);
         assert!(v[4].is_nan());
         assert_eq!(v[5], exp_f32(1.0));
+    }
+
+    /// The vectorised f32 GELU gives the scalar one's bits (erf by the series with division
+    /// and convergence test) over a dense sweep, the series' edge at |x| = 2.5 sqrt 2, values
+    /// past it, the infinities and NaN.
+    #[test]
+    fn gelu_slice_matches_scalar() {
+        let edge = (2.5 * std::f64::consts::SQRT_2) as f32;
+        let mut xs: Vec<f32> = (-600_000..600_000).map(|i| i as f32 * 1e-5).collect();
+        xs.extend((-4000..4000).map(|i| i as f32 * 2e-3));
+        for e in [edge, -edge] {
+            let mut v = e;
+            for _ in 0..64 {
+                xs.extend([v, f32::from_bits(v.to_bits() + 64)]);
+                v = f32::from_bits(v.to_bits() - 1);
+            }
+        }
+        xs.extend([
+            0.0,
+            -0.0,
+            1e-30,
+            -1e-30,
+            6.0,
+            -9.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+        ]);
+        let mut fast = xs.clone();
+        gelu_f32_slice(&mut fast);
+        let mut differ = 0;
+        for (&x, &g) in xs.iter().zip(&fast) {
+            let want = gelu(x);
+            if want.to_bits() != g.to_bits() {
+                differ += 1;
+                assert!(
+                    (want - g).abs() <= f32::EPSILON * want.abs(),
+                    "gelu({x:e}): {g:e} vs scalar {want:e}"
+                );
+            }
+        }
+        assert_eq!(differ, 0, "values whose bits differ from the scalar GELU");
+        let mut nan = [f32::NAN];
+        gelu_f32_slice(&mut nan);
+        assert!(nan[0].is_nan());
     }
 
     #[test]
