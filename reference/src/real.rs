@@ -68,6 +68,11 @@ pub trait Real:
     ) {
         unreachable!("pack_linear returned no panels for {}", Self::NAME)
     }
+    /// `kt[c * ld + j] = k[j][c]` for every row j and column c of `k` (`kt` at least
+    /// `k.ncols() * ld` long, `ld >= k.nrows()`; values past row j's end untouched).
+    fn transpose_into(k: ndarray::ArrayView2<Self>, kt: &mut [Self], ld: usize) {
+        crate::kernels::attention::transpose_scalar(k, kt, ld)
+    }
     /// The largest value of a slice (-inf when empty).
     fn max_slice(xs: &[Self]) -> Self {
         crate::kernels::act::max_lanes(xs)
@@ -176,6 +181,9 @@ impl Real for f32 {
         y: &mut [Self],
     ) {
         p.linear_into(x, m, bias, y)
+    }
+    fn transpose_into(k: ndarray::ArrayView2<f32>, kt: &mut [f32], ld: usize) {
+        crate::kernels::attention::transpose_f32(k, kt, ld)
     }
     fn as_f32s(xs: &[Self]) -> Cow<'_, [f32]> {
         Cow::Borrowed(xs)

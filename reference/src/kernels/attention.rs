@@ -5,6 +5,7 @@ use crate::kernels::gemm::{Par, matmul_into};
 use crate::kernels::{row_slice, team};
 use crate::real::Real;
 use ndarray::{Array2, ArrayView2, ArrayViewMut2, s};
+use std::borrow::Cow;
 
 /// Query rows per task (the 1024-token, 16-head attention of a 32x32 image measured 23-30 ms with
 /// 256-1024 here against 34-51 ms with 128: fewer re-packings of each K and V block).
@@ -96,6 +97,7 @@ const SHORT: usize = 128;
 /// of a query row accumulate over a transposed K (`s[j] += q[c] kᵀ[c][j]`, blocks of [`LANES`]
 /// keys held in registers), then `scale`, the softmax, and `out = Σ_j p_j v[j] / Σ_j p_j` (blocks
 /// of [`LANES`] head dims). Multiply-adds are fused where the CPU has AVX-512 (hence FMA).
+/// q's rows are read where they are.
 fn attend_short<F: Real>(
     q: ArrayView2<F>,
     k: ArrayView2<F>,
@@ -104,29 +106,41 @@ fn attend_short<F: Real>(
     out: &mut [F],
 ) {
     let (len, hd) = k.dim();
-    // kᵀ [hd, len_p] and v [len, hd_p], zero-padded to whole blocks; q [qb, hd]
+    // kᵀ [hd, len_p], zero-padded to whole blocks
     let (len_p, hd_p) = (len.next_multiple_of(LANES), hd.next_multiple_of(LANES));
     let mut kt = vec![F::ZERO; hd * len_p];
-    for (j, row) in k.outer_iter().enumerate() {
-        for (c, &x) in row.iter().enumerate() {
-            kt[c * len_p + j] = x;
-        }
-    }
+    F::transpose_into(k, &mut kt, len_p);
+    let q_rows: Vec<Cow<'_, [F]>> = q.outer_iter().map(row_slice).collect();
+    let q_rows: Vec<&[F]> = q_rows.iter().map(|r| &r[..]).collect();
+    // v's rows copied side by side (each padded to hd_p): read in place, rows 3D apart in the
+    // qkv array, they all fell into the same few L1 sets and the P.V loop ran ~1.6x slower
     let mut vp = vec![F::ZERO; len * hd_p];
     for (row, dst) in v.outer_iter().zip(vp.chunks_exact_mut(hd_p)) {
         dst[..hd].copy_from_slice(&row_slice(row));
     }
-    let mut qc = vec![F::ZERO; q.nrows() * hd];
-    for (row, dst) in q.outer_iter().zip(qc.chunks_exact_mut(hd)) {
-        dst.copy_from_slice(&row_slice(row));
-    }
+    let v_rows: Vec<&[F]> = vp.chunks_exact(hd_p).collect();
+    let dims = Dims {
+        len,
+        hd,
+        len_p,
+        hd_p,
+    };
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("fma")
     {
         // SAFETY: the features were detected at run time.
-        return unsafe { attend_short_avx512(&qc, &kt, &vp, (len, hd), scale, out) };
+        return unsafe { attend_short_avx512(&q_rows, &kt, &v_rows, dims, scale, out) };
     }
-    attend_short_any::<F, false>(&qc, &kt, &vp, (len, hd), scale, out)
+    attend_short_any::<F, false>(&q_rows, &kt, &v_rows, dims, scale, out)
+}
+
+/// Keys, head dims, and both rounded up to whole [`LANES`] blocks.
+#[derive(Clone, Copy)]
+struct Dims {
+    len: usize,
+    hd: usize,
+    len_p: usize,
+    hd_p: usize,
 }
 
 /// Values per register block of [`attend_short`] (4 AVX-512 vectors of f32).
@@ -135,59 +149,65 @@ const LANES: usize = 64;
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,fma")]
 unsafe fn attend_short_avx512<F: Real>(
-    q: &[F],
+    q: &[&[F]],
     kt: &[F],
-    v: &[F],
-    dims: (usize, usize),
+    v: &[&[F]],
+    dims: Dims,
     scale: F,
     out: &mut [F],
 ) {
     attend_short_any::<F, true>(q, kt, v, dims, scale, out)
 }
 
-/// `q` `[qb, hd]`, `kt` `[hd, len_p]`, `v` `[len, hd_p]` (padded to [`LANES`]), `out` `[qb, hd]`.
+/// `q` `[qb]` rows of hd, `kt` `[hd, len_p]`, `v` `[len]` rows of at least hd_p, `out` `[qb, hd]`.
 #[inline(always)]
 fn attend_short_any<F: Real, const FMA: bool>(
-    q: &[F],
+    q: &[&[F]],
     kt: &[F],
-    v: &[F],
-    (len, hd): (usize, usize),
+    v: &[&[F]],
+    dims: Dims,
     scale: F,
     out: &mut [F],
 ) {
     // QR query rows at a time: QR x 4 independent chains of multiply-adds instead of 4 (one
     // row's chains alone wait on the adder's latency); each row's sums keep their order.
-    let mut sc = vec![F::ZERO; QR * kt.len() / hd];
-    let mut qs = q.chunks_exact(QR * hd);
+    let hd = dims.hd;
+    let mut sc = vec![F::ZERO; QR * dims.len_p];
+    let mut qs = q.chunks_exact(QR);
     let mut os = out.chunks_exact_mut(QR * hd);
     for (qr, o) in (&mut qs).zip(&mut os) {
-        rows_short::<F, FMA, QR>(qr, kt, v, (len, hd), scale, o, &mut sc);
+        let qr: &[&[F]; QR] = qr.try_into().expect("QR rows");
+        rows_short::<F, FMA, QR>(qr, kt, v, dims, scale, o, &mut sc);
     }
     for (qr, o) in qs
         .remainder()
-        .chunks_exact(hd)
+        .iter()
         .zip(os.into_remainder().chunks_exact_mut(hd))
     {
-        rows_short::<F, FMA, 1>(qr, kt, v, (len, hd), scale, o, &mut sc);
+        rows_short::<F, FMA, 1>(&[*qr], kt, v, dims, scale, o, &mut sc);
     }
 }
 
-/// `R` query rows of [`attend_short_any`] (`q` and `out` `[R, hd]`, `sc` at least `R * len_p`).
+/// `R` query rows of [`attend_short_any`] (`out` `[R, hd]`, `sc` at least `R * len_p`).
 #[inline(always)]
 fn rows_short<F: Real, const FMA: bool, const R: usize>(
-    q: &[F],
+    qs: &[&[F]; R],
     kt: &[F],
-    v: &[F],
-    (len, hd): (usize, usize),
+    v: &[&[F]],
+    Dims {
+        len,
+        hd,
+        len_p,
+        hd_p,
+    }: Dims,
     scale: F,
     out: &mut [F],
     sc: &mut [F],
 ) {
     let madd = |a: F, b: F, acc: F| if FMA { a.mul_add(b, acc) } else { acc + a * b };
-    let (len_p, hd_p) = (kt.len() / hd, v.len() / len);
     // each row's slice taken once: no bounds checks inside the multiply-add loops (with them,
     // the accumulators went through the stack on every step)
-    let qs: [&[F]; R] = std::array::from_fn(|r| &q[r * hd..(r + 1) * hd]);
+    let qs: [&[F]; R] = std::array::from_fn(|r| &qs[r][..hd]);
     for j0 in (0..len_p).step_by(LANES) {
         let mut acc = [[F::ZERO; LANES]; R];
         for c in 0..hd {
@@ -205,22 +225,32 @@ fn rows_short<F: Real, const FMA: bool, const R: usize>(
             }
         }
     }
+    // the softmax of the R rows, inlined here and their reductions interleaved (through
+    // `F::max_slice` / `F::exp_shift_sum`, each row was a dispatching call whose chains of 4
+    // vectors and 16-lane folds the CPU waited on)
+    // the softmax's loops inlined into this (vectorised) function, not through the
+    // dispatching `F::max_slice` / `F::exp_shift_sum` (the same functions, the same bits)
     let mut inv = [F::ZERO; R];
     for (r, inv) in inv.iter_mut().enumerate() {
         let sc = &mut sc[r * len_p..r * len_p + len];
-        let m = F::max_slice(sc);
-        let sum = F::exp_shift_sum(sc, m);
+        let m = crate::kernels::act::max_lanes(sc);
+        let sum = crate::kernels::act::exp_shift_sum_lanes(sc, m);
         *inv = F::ONE / sum;
     }
     let ps: [&[F]; R] = std::array::from_fn(|r| &sc[r * len_p..r * len_p + len]);
-    assert!(v.len() >= len * hd_p && hd_p.is_multiple_of(LANES));
+    assert!(
+        v.len() >= len
+            && v[..len].iter().all(|row| row.len() >= hd_p)
+            && hd_p.is_multiple_of(LANES)
+    );
     for c0 in (0..hd_p).step_by(LANES) {
         let mut acc = [[F::ZERO; LANES]; R];
         for j in 0..len {
-            // SAFETY (both): j < len, the length of every `ps` row; row j of v has hd_p values,
-            // a multiple of LANES, so c0 + LANES <= hd_p (asserted above). Unchecked because with a panic possible in
-            // the loop the accumulators went through the stack on every step (2x slower).
-            let vr = unsafe { &*(v.as_ptr().add(j * hd_p + c0) as *const [F; LANES]) };
+            // SAFETY (both): j < len, the length of every `ps` row and at most v's rows; row j
+            // of v has at least hd_p values, a multiple of LANES, so c0 + LANES <= hd_p
+            // (asserted above). Unchecked because with a panic possible in the loop the
+            // accumulators went through the stack on every step (2x slower).
+            let vr = unsafe { &*(v.get_unchecked(j).as_ptr().add(c0) as *const [F; LANES]) };
             for (a, p) in acc.iter_mut().zip(&ps) {
                 let p = unsafe { *p.get_unchecked(j) };
                 for (a, &vc) in a.iter_mut().zip(vr) {
@@ -233,6 +263,106 @@ fn rows_short<F: Real, const FMA: bool, const R: usize>(
             for (oc, &a) in out[r * hd + c0..r * hd + c0 + w].iter_mut().zip(a) {
                 *oc = a * inv[r];
             }
+        }
+    }
+}
+
+/// [`Real::transpose_into`] one value at a time (unchecked inside the rows: a checked copy was
+/// most of the short attention's set-up).
+pub(crate) fn transpose_scalar<F: Real>(k: ArrayView2<F>, kt: &mut [F], ld: usize) {
+    let (rows, cols) = k.dim();
+    assert!(
+        ld >= rows && kt.len() >= cols * ld,
+        "transpose: output size"
+    );
+    for (j, row) in k.outer_iter().enumerate() {
+        for (c, &x) in row.iter().enumerate() {
+            // SAFETY: c < cols and j < rows <= ld, so c * ld + j < cols * ld <= kt.len().
+            unsafe { *kt.get_unchecked_mut(c * ld + j) = x };
+        }
+    }
+}
+
+/// [`Real::transpose_into`] for f32: 16 x 16 blocks transposed in AVX-512 registers (four
+/// rounds of 16 shuffles), the ragged edges one value at a time.
+pub(crate) fn transpose_f32(k: ArrayView2<f32>, kt: &mut [f32], ld: usize) {
+    let (rows, cols) = k.dim();
+    assert!(
+        ld >= rows && kt.len() >= cols * ld,
+        "transpose: output size"
+    );
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") && k.strides()[1] == 1 && rows >= 16 {
+        let (r16, c16) = (rows / 16 * 16, cols / 16 * 16);
+        let row_ptr = |j: usize| k.row(j).as_ptr();
+        for j0 in (0..r16).step_by(16) {
+            let src: [*const f32; 16] = std::array::from_fn(|i| row_ptr(j0 + i));
+            for c0 in (0..c16).step_by(16) {
+                // SAFETY: rows j0..j0 + 16 have at least c0 + 16 columns at unit stride;
+                // rows c0..c0 + 16 of kt hold j0 + 16 <= ld values from their starts (asserted
+                // above); AVX-512F was detected.
+                unsafe { transpose16(&src, c0, kt.as_mut_ptr().add(c0 * ld + j0), ld) };
+            }
+        }
+        // the edges: columns past c16 of the blocked rows, rows past r16
+        for j in 0..rows {
+            let row = k.row(j);
+            let from = if j < r16 { c16 } else { 0 };
+            for c in from..cols {
+                kt[c * ld + j] = row[c];
+            }
+        }
+        return;
+    }
+    transpose_scalar(k, kt, ld)
+}
+
+/// `out[c * ld + i] = src[i][c0 + c]` for i, c < 16.
+///
+/// # Safety
+/// Each `src[i]` readable for `c0 + 16` values, `out` writable at `c * ld .. c * ld + 16` for
+/// c < 16; AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn transpose16(src: &[*const f32; 16], c0: usize, out: *mut f32, ld: usize) {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller's contract.
+    unsafe {
+        let r: [__m512; 16] = std::array::from_fn(|i| _mm512_loadu_ps(src[i].add(c0)));
+        // 32-bit interleave of row pairs (within 128-bit lanes)
+        let t: [__m512; 16] = std::array::from_fn(|i| {
+            let (a, b) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
+            if i % 2 == 0 {
+                _mm512_unpacklo_ps(a, b)
+            } else {
+                _mm512_unpackhi_ps(a, b)
+            }
+        });
+        // 64-bit interleave: u[4g + m] holds columns m, m + 4, m + 8, m + 12 of rows 4g..4g + 4,
+        // one per 128-bit lane
+        let u: [__m512; 16] = std::array::from_fn(|i| {
+            let (g, m) = (i / 4, i % 4);
+            let (a, b) = (
+                _mm512_castps_pd(t[4 * g + m / 2]),
+                _mm512_castps_pd(t[4 * g + m / 2 + 2]),
+            );
+            _mm512_castpd_ps(if m % 2 == 0 {
+                _mm512_unpacklo_pd(a, b)
+            } else {
+                _mm512_unpackhi_pd(a, b)
+            })
+        });
+        // 128-bit lanes gathered across the four row groups
+        for m in 0..4 {
+            let (a, b, c, d) = (u[m], u[4 + m], u[8 + m], u[12 + m]);
+            let v0 = _mm512_shuffle_f32x4::<0x88>(a, b);
+            let v1 = _mm512_shuffle_f32x4::<0xdd>(a, b);
+            let v2 = _mm512_shuffle_f32x4::<0x88>(c, d);
+            let v3 = _mm512_shuffle_f32x4::<0xdd>(c, d);
+            _mm512_storeu_ps(out.add(m * ld), _mm512_shuffle_f32x4::<0x88>(v0, v2));
+            _mm512_storeu_ps(out.add((m + 4) * ld), _mm512_shuffle_f32x4::<0x88>(v1, v3));
+            _mm512_storeu_ps(out.add((m + 8) * ld), _mm512_shuffle_f32x4::<0xdd>(v0, v2));
+            _mm512_storeu_ps(out.add((m + 12) * ld), _mm512_shuffle_f32x4::<0xdd>(v1, v3));
         }
     }
 }
@@ -349,6 +479,30 @@ mod tests {
             }
         }
         y
+    }
+
+    /// Both transposes put every value where it belongs, for blocked and ragged shapes and a
+    /// view with a row stride (a head's columns of a wider array); values past ld stay.
+    #[test]
+    fn transposes_blocks_and_edges() {
+        for (rows, cols) in [(16, 16), (64, 64), (70, 40), (15, 33), (37, 17), (128, 80)] {
+            let wide = Array2::from_shape_fn((rows, cols + 24), |(j, c)| (j * 1000 + c) as f32);
+            let k = wide.slice(s![.., 8..8 + cols]);
+            let ld = rows.next_multiple_of(64);
+            for f in [
+                transpose_f32 as fn(ArrayView2<f32>, &mut [f32], usize),
+                transpose_scalar,
+            ] {
+                let mut kt = vec![-1.0f32; cols * ld];
+                f(k, &mut kt, ld);
+                for c in 0..cols {
+                    for j in 0..ld {
+                        let want = if j < rows { k[[j, c]] } else { -1.0 };
+                        assert_eq!(kt[c * ld + j], want, "{rows}x{cols}: column {c} row {j}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
