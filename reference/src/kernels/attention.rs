@@ -225,9 +225,6 @@ fn rows_short<F: Real, const FMA: bool, const R: usize>(
             }
         }
     }
-    // the softmax of the R rows, inlined here and their reductions interleaved (through
-    // `F::max_slice` / `F::exp_shift_sum`, each row was a dispatching call whose chains of 4
-    // vectors and 16-lane folds the CPU waited on)
     // the softmax's loops inlined into this (vectorised) function, not through the
     // dispatching `F::max_slice` / `F::exp_shift_sum` (the same functions, the same bits)
     let mut inv = [F::ZERO; R];
@@ -287,12 +284,12 @@ pub(crate) fn transpose_scalar<F: Real>(k: ArrayView2<F>, kt: &mut [F], ld: usiz
 /// rounds of 16 shuffles), the ragged edges one value at a time.
 pub(crate) fn transpose_f32(k: ArrayView2<f32>, kt: &mut [f32], ld: usize) {
     let (rows, cols) = k.dim();
-    assert!(
-        ld >= rows && kt.len() >= cols * ld,
-        "transpose: output size"
-    );
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") && k.strides()[1] == 1 && rows >= 16 {
+        assert!(
+            ld >= rows && kt.len() >= cols * ld,
+            "transpose: output size"
+        );
         let (r16, c16) = (rows / 16 * 16, cols / 16 * 16);
         let row_ptr = |j: usize| k.row(j).as_ptr();
         for j0 in (0..r16).step_by(16) {
@@ -314,7 +311,7 @@ pub(crate) fn transpose_f32(k: ArrayView2<f32>, kt: &mut [f32], ld: usize) {
         }
         return;
     }
-    transpose_scalar(k, kt, ld)
+    transpose_scalar(k, kt, ld) // (checks the sizes itself)
 }
 
 /// `out[c * ld + i] = src[i][c0 + c]` for i, c < 16.
