@@ -61,7 +61,9 @@ pub struct Panels {
 
 /// The panel values: f32, or the upper halves of f32 values whose lower halves are all zero
 /// (every weight of a bf16 checkpoint), widened back to the same f32 values exactly in the
-/// kernel: half the bytes to stream, the same products bit for bit.
+/// kernel: half the bytes to stream, the same products bit for bit. The bf16 values of a panel
+/// row are stored in pairs ([`paired_pos`]), which widen with one instruction per 16 values
+/// instead of two.
 #[derive(Debug, Clone)]
 enum Store {
     F32(PanelBuf<f32>),
@@ -75,15 +77,16 @@ impl Panels {
         let short = std::env::var("GLM5V_CPU_PANELS_BF16").as_deref() != Ok("0")
             && w.iter().all(|v| v.to_bits() & 0xffff == 0);
         if short {
-            Self::pack_as(w, |v| (v.to_bits() >> 16) as u16, Store::Bf16)
+            Self::pack_as(w, |v| (v.to_bits() >> 16) as u16, paired_pos, Store::Bf16)
         } else {
-            Self::pack_as(w, |v| v, Store::F32)
+            Self::pack_as(w, |v| v, |c| c, Store::F32)
         }
     }
 
     fn pack_as<T: bytemuck::Pod + Send + Sync>(
         w: ArrayView2<f32>,
         conv: impl Fn(f32) -> T + Sync,
+        pos: impl Fn(usize) -> usize + Sync,
         store: impl FnOnce(PanelBuf<T>) -> Store,
     ) -> Self {
         let (n, k) = w.dim();
@@ -95,6 +98,7 @@ impl Panels {
             .for_each(|(p, panel)| {
                 for c in 0..NP.min(n - p * NP) {
                     let row = w.row(p * NP + c);
+                    let c = pos(c);
                     for (kk, &v) in row.iter().enumerate() {
                         panel[kk * NP + c] = conv(v);
                     }
@@ -209,14 +213,22 @@ unsafe fn group_task(
     panels: std::ops::Range<usize>,
     rows: std::ops::Range<usize>,
 ) {
-    // Both left unwritten here: a tile reads its partial sums only after writing them (`start`
-    // is set on a chunk's first sub-chunk), and the tiles read the values `widen` just wrote.
-    // Zeroing the 34 KiB on every call took 0.7% of an 8x8 forward (5000+ calls).
+    // All left unwritten here: a tile reads its partial sums only after writing them (`start`
+    // is set on a chunk's first sub-chunk), and the tiles read widened values only after they
+    // were written. Zeroing the 34 KiB on every call took 0.7% of an 8x8 forward (5000+ calls).
     let mut scratch = std::mem::MaybeUninit::<Aligned<{ RB * NP }>>::uninit();
     let scratch = scratch.as_mut_ptr() as *mut f32;
-    // a bf16 sub-chunk widened to f32, in L1 for the row block's tiles
-    let mut wide = std::mem::MaybeUninit::<Aligned<{ KS * NP }>>::uninit();
+    // Two bf16 sub-chunks widened to f32, in L1: the one the row block's tiles run over
+    // (buffer `cur`), and the one they widen on the way, a block of 32 values a step, when it
+    // is the sub-chunk this task runs next (its position and length in `ahead`). Widened in a
+    // pass of its own instead, before the tiles, with the FMA units idle meanwhile, the
+    // sub-chunks took ~4% of a 64-row product and ~14% of a 16-row one (the merger's) on one
+    // thread.
+    let mut wide = std::mem::MaybeUninit::<[Aligned<{ KS * NP }>; 2]>::uninit();
     let wide = wide.as_mut_ptr() as *mut f32;
+    let wide_at = |b: usize| wide.wrapping_add(b * KS * NP);
+    let mut ahead: Option<(usize, usize)> = None;
+    let mut cur = 0;
     let mut bias_pad = [0.0f32; NP];
     let (base, esize, len) = data.raw();
     let chunk_at = |p: usize, kc0: usize| p * k * NP + kc0 * NP;
@@ -264,15 +276,46 @@ unsafe fn group_task(
                     while s0 < kc1 {
                         let s1 = (s0 + KS).min(kc1);
                         let at = panel + (s0 - kc0) * NP;
+                        let sub_len = (s1 - s0) * NP;
                         let sub = match data {
-                            Src::F32(d) => d[at..at + (s1 - s0) * NP].as_ptr(),
+                            Src::F32(d) => d[at..at + sub_len].as_ptr(),
                             Src::Bf16(d) => {
-                                // SAFETY: AVX-512F is enabled in this function.
-                                // (KS * NP values at `wide`; s1 - s0 <= KS.)
-                                unsafe { widen(&d[at..at + (s1 - s0) * NP], wide) };
-                                wide as *const f32
+                                if ahead.take() == Some((at, sub_len)) {
+                                    cur = 1 - cur;
+                                } else {
+                                    // SAFETY: AVX-512F is enabled in this function; each
+                                    // buffer holds KS * NP values, s1 - s0 <= KS.
+                                    unsafe { widen(&d[at..at + sub_len], wide_at(cur)) };
+                                }
+                                wide_at(cur) as *const f32
                             }
                         };
+                        // What this task runs next, if it is the following sub-chunk of the
+                        // panel: the next one of this chunk, or (one panel, one row block) the
+                        // first of the next chunk.
+                        let next_len = NP
+                            * if s1 < kc1 {
+                                KS.min(kc1 - s1)
+                            } else if panels.len() == 1 && rows.len() <= RB && s1 < k {
+                                KS.min(k - s1)
+                            } else {
+                                0
+                            };
+                        let (wsrc, wdst, blocks) = match data {
+                            Src::Bf16(d) if next_len > 0 => {
+                                let next = p * k * NP + s1 * NP;
+                                ahead = Some((next, next_len));
+                                (
+                                    d[next..next + next_len].as_ptr(),
+                                    wide_at(1 - cur),
+                                    next_len / 32,
+                                )
+                            }
+                            _ => (std::ptr::null(), std::ptr::null_mut(), 0),
+                        };
+                        // blocks of 32 values to widen per tile, spread evenly
+                        let per_tile = blocks.div_ceil((b1 - b0).div_ceil(MR));
+                        let mut widened = 0;
                         let mut r = b0;
                         while r < b1 {
                             let rows = MR.min(b1 - r);
@@ -281,13 +324,18 @@ unsafe fn group_task(
                                 pf_at += lines * 64;
                                 pf_at - lines * 64
                             });
+                            let wn = per_tile.min(blocks - widened);
                             // SAFETY (all arms): rows r..r+rows exist in x and y; the panel
                             // sub-chunk holds (s1 - s0) * NP values from its pointer; scratch
                             // holds RB rows of NP; the prefetched lines stay inside `data`
-                            // (checked above) and cannot fault anyway; AVX-512F is enabled in
-                            // this function.
+                            // (checked above) and cannot fault anyway; the blocks to widen lie
+                            // inside the next sub-chunk and the other buffer (blocks * 32 =
+                            // next_len <= KS * NP); AVX-512F is enabled in this function.
                             unsafe {
                                 let a = TileArgs {
+                                    widen_from: wsrc.wrapping_add(widened * 32),
+                                    widen_to: wdst.wrapping_add(widened * 32),
+                                    widen_blocks: wn,
                                     x: x.as_ptr().add(r * k),
                                     panel: sub,
                                     kk: s0..s1,
@@ -310,6 +358,7 @@ unsafe fn group_task(
                                     _ => tile::<1>(a),
                                 }
                             }
+                            widened += wn;
                             r += rows;
                         }
                         s0 = s1;
@@ -425,26 +474,48 @@ impl Src<'_> {
     }
 }
 
-/// `out[i] = f32 with upper half src[i]` for every i of src.
+/// Whole panel rows stored as bf16 pairs ([`paired_pos`]) as f32 in column order: the value
+/// whose upper half is stored at `paired_pos(c)` of row `kk` goes to `out[kk * NP + c]`.
 ///
 /// # Safety
-/// `out` must be valid for writing `src.len()` values (it may be uninitialised).
+/// `out` must be valid for writing `src.len()` values (it may be uninitialised) and aligned to
+/// 64 bytes.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn widen(src: &[u16], out: *mut f32) {
-    use std::arch::x86_64::*;
-    let n16 = src.len() / 16 * 16;
-    // SAFETY: 16 values read from src and written to out per step, inside both (n16 <= len;
-    // the caller's contract for out).
+    debug_assert!(src.len().is_multiple_of(32), "whole panel rows");
+    // SAFETY: 32 values read from src and written to out per block, inside both (the caller's
+    // contract for out).
     unsafe {
-        for i in (0..n16).step_by(16) {
-            let h = _mm256_loadu_si256(src.as_ptr().add(i) as *const __m256i);
-            let w = _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h));
-            _mm512_storeu_ps(out.add(i), _mm512_castsi512_ps(w));
+        for i in (0..src.len() / 32 * 32).step_by(32) {
+            widen_block(src.as_ptr().add(i), out.add(i));
         }
-        for (i, &v) in src.iter().enumerate().skip(n16) {
-            out.add(i).write(f32::from_bits((v as u32) << 16));
-        }
+    }
+}
+
+/// Where column `c` of a panel row sits in bf16 storage: each 32 columns as 16 pairs, column
+/// `j` in the low half of pair `j` and column `16 + j` in its high half, so that one 64-byte
+/// load widens to two f32 vectors with one shift and one mask ([`widen_block`]).
+fn paired_pos(c: usize) -> usize {
+    c / 32 * 32 + 2 * (c % 16) + c % 32 / 16
+}
+
+/// One 32-value block of [`widen`]: 16 pairs in one 64-byte load, their lower halves shifted
+/// up (columns 0..16 of the block) and their upper halves masked (columns 16..32).
+///
+/// # Safety
+/// 32 values readable at `src`, 32 writable at `out` (64-byte aligned); AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn widen_block(src: *const u16, out: *mut f32) {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller's contract.
+    unsafe {
+        let d = _mm512_loadu_si512(src as *const _);
+        _mm512_store_ps(out, _mm512_castsi512_ps(_mm512_slli_epi32::<16>(d)));
+        let hi = _mm512_and_si512(d, _mm512_set1_epi32(0xffff_0000u32 as i32));
+        _mm512_store_ps(out.add(16), _mm512_castsi512_ps(hi));
     }
 }
 
@@ -455,6 +526,11 @@ struct Aligned<const N: usize>([f32; N]);
 
 /// One tile's run over a sub-chunk.
 struct TileArgs<'a> {
+    /// Blocks of 32 bf16 values (paired, see [`paired_pos`]) to widen from `widen_from` into
+    /// `widen_to` along the way: one a step over the first steps, the rest after the last.
+    widen_from: *const u16,
+    widen_to: *mut f32,
+    widen_blocks: usize,
     /// The tile's rows of x, packed (see [`pack_rows`]).
     x: *const f32,
     /// Row `kk.start` of the panel.
@@ -516,17 +592,32 @@ unsafe fn tile<const R: usize>(a: TileArgs<'_>) {
         }
         let k0 = a.kk.start;
         let mut kk = k0;
+        // blocks widened so far
+        let mut wi = 0;
         if !a.pf.is_null() {
             let mut q = a.pf;
             for _ in 0..a.pf_lines.min(a.kk.len()) {
                 _mm_prefetch::<_MM_HINT_T1>(q);
                 q = q.add(64);
+                if wi < a.widen_blocks {
+                    widen_block(a.widen_from.add(32 * wi), a.widen_to.add(32 * wi));
+                    wi += 1;
+                }
                 step::<R>(&mut acc, a.x.add(kk * MR), a.panel.add((kk - k0) * NP));
                 kk += 1;
             }
         }
+        while wi < a.widen_blocks && kk < a.kk.end {
+            widen_block(a.widen_from.add(32 * wi), a.widen_to.add(32 * wi));
+            wi += 1;
+            step::<R>(&mut acc, a.x.add(kk * MR), a.panel.add((kk - k0) * NP));
+            kk += 1;
+        }
         for kk in kk..a.kk.end {
             step::<R>(&mut acc, a.x.add(kk * MR), a.panel.add((kk - k0) * NP));
+        }
+        for b in wi..a.widen_blocks {
+            widen_block(a.widen_from.add(32 * b), a.widen_to.add(32 * b));
         }
         for (r, row) in acc.iter().enumerate() {
             for (c, v) in row.iter().enumerate() {
@@ -775,6 +866,15 @@ mod tests {
         assert!(m * k * 4 > X_L2_BYTES, "large enough to group panels");
         sums_in_blocks(m, k, n, 2, false);
         sums_in_blocks(m, k, n, 1, true);
+    }
+
+    /// The bf16 sub-chunks widened ahead by the tiles of the previous one (several tiles per
+    /// sub-chunk, across chunk ends, a short last sub-chunk), as in the merger's 16-row
+    /// products and the blocks' 64-row ones.
+    #[test]
+    fn widening_ahead_keeps_the_sums_exact() {
+        sums_in_blocks(16, 2 * KC + KS + 8, 70, 2, true);
+        sums_in_blocks(64, 4 * KC, NP, 1, true);
     }
 
     /// `short`: weights rounded to bf16 first, so the panels store them as bf16 (exactly).
