@@ -13,6 +13,7 @@ pub trait Real:
     + Debug
     + Default
     + PartialOrd
+    + bytemuck::Pod
     + 'static
     + Add<Output = Self>
     + Sub<Output = Self>

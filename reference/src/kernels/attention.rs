@@ -2,10 +2,9 @@
 //! formed (memory is linear in the segment length), work is spread over heads x query blocks.
 
 use crate::kernels::gemm::{Par, matmul_into};
-use crate::kernels::{row_slice, team};
+use crate::kernels::team;
 use crate::real::Real;
 use ndarray::{Array2, ArrayView2, ArrayViewMut2, s};
-use std::borrow::Cow;
 
 /// Query rows per task (the 1024-token, 16-head attention of a 32x32 image measured 23-30 ms with
 /// 256-1024 here against 34-51 ms with 128: fewer re-packings of each K and V block).
@@ -67,13 +66,18 @@ pub fn attention<F: Real>(
         let qs = q.slice(cols).slice_move(s![r0..r1, ..]);
         let ks = k.slice(cols).slice_move(s![s0..s1, ..]);
         let vs = v.slice(cols).slice_move(s![s0..s1, ..]);
-        let mut out = vec![F::ZERO; (r1 - r0) * hd];
         if s1 - s0 <= SHORT {
-            attend_short(qs, ks, vs, scale, &mut out);
-        } else {
-            let out = ArrayViewMut2::from_shape((r1 - r0, hd), &mut out[..]).expect("task size");
-            attend_block(qs, ks, vs, scale, out);
+            // SAFETY: rows r0..r1 of y (capacity n * d), the head's hd columns of each: inside
+            // y, and written by no other task (tasks cover each (token, head) once).
+            unsafe {
+                let at = (y_addr as *mut F).add(r0 * d + h * hd);
+                attend_short(qs, ks, vs, scale, at, d);
+            }
+            return;
         }
+        let mut out = vec![F::ZERO; (r1 - r0) * hd];
+        let outv = ArrayViewMut2::from_shape((r1 - r0, hd), &mut out[..]).expect("task size");
+        attend_block(qs, ks, vs, scale, outv);
         for (r, row) in (r0..r1).zip(out.chunks_exact(hd)) {
             // SAFETY: y has capacity n * d; r < n and the head's columns are inside a row; no
             // other task writes these values (tasks cover each (token, head) once).
@@ -97,41 +101,93 @@ const SHORT: usize = 128;
 /// of a query row accumulate over a transposed K (`s[j] += q[c] kᵀ[c][j]`, blocks of [`LANES`]
 /// keys held in registers), then `scale`, the softmax, and `out = Σ_j p_j v[j] / Σ_j p_j` (blocks
 /// of [`LANES`] head dims). Multiply-adds are fused where the CPU has AVX-512 (hence FMA).
-/// q's rows are read where they are.
-fn attend_short<F: Real>(
+/// q's rows are read where they are; row i of the output goes to `out + i * ldo` (hd values).
+///
+/// The set-up (kᵀ, v's rows, the scores) lives in this thread's scratch buffer, and only the
+/// padding is zeroed: with three fresh zeroed vectors, a copy of each output row, and the rows
+/// copied through `memmove` calls, the set-up and copies took ~30% of an 8x8 block's attention
+/// (perf, one thread).
+///
+/// # Safety
+/// `out + i * ldo .. + hd` must be valid for writes for every query row i, and not read or
+/// written by anyone else meanwhile.
+unsafe fn attend_short<F: Real>(
     q: ArrayView2<F>,
     k: ArrayView2<F>,
     v: ArrayView2<F>,
     scale: F,
-    out: &mut [F],
+    out: *mut F,
+    ldo: usize,
 ) {
     let (len, hd) = k.dim();
-    // kᵀ [hd, len_p], zero-padded to whole blocks
+    let nq = q.nrows();
+    assert!(len <= SHORT && nq <= SHORT && v.dim() == (len, hd) && q.ncols() == hd);
     let (len_p, hd_p) = (len.next_multiple_of(LANES), hd.next_multiple_of(LANES));
-    let mut kt = vec![F::ZERO; hd * len_p];
-    F::transpose_into(k, &mut kt, len_p);
-    let q_rows: Vec<Cow<'_, [F]>> = q.outer_iter().map(row_slice).collect();
-    let q_rows: Vec<&[F]> = q_rows.iter().map(|r| &r[..]).collect();
-    // v's rows copied side by side (each padded to hd_p): read in place, rows 3D apart in the
-    // qkv array, they all fell into the same few L1 sets and the P.V loop ran ~1.6x slower
-    let mut vp = vec![F::ZERO; len * hd_p];
-    for (row, dst) in v.outer_iter().zip(vp.chunks_exact_mut(hd_p)) {
-        dst[..hd].copy_from_slice(&row_slice(row));
-    }
-    let v_rows: Vec<&[F]> = vp.chunks_exact(hd_p).collect();
-    let dims = Dims {
-        len,
-        hd,
-        len_p,
-        hd_p,
+    // q's rows where they are when each is contiguous, else from a copy
+    let q_copy;
+    let q = if hd <= 1 || q.strides()[1] == 1 {
+        q
+    } else {
+        q_copy = q.as_standard_layout().into_owned();
+        q_copy.view()
     };
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("fma")
-    {
-        // SAFETY: the features were detected at run time.
-        return unsafe { attend_short_avx512(&q_rows, &kt, &v_rows, dims, scale, out) };
+    let mut q_rows: [&[F]; SHORT] = [&[]; SHORT];
+    for (dst, row) in q_rows.iter_mut().zip(q.outer_iter()) {
+        *dst = row.to_slice().expect("contiguous rows");
     }
-    attend_short_any::<F, false>(&q_rows, &kt, &v_rows, dims, scale, out)
+    with_scratch::<F, _>(hd * len_p + len * hd_p + QR * len_p, |buf| {
+        let (kt, rest) = buf.split_at_mut(hd * len_p);
+        let (vp, sc) = rest.split_at_mut(len * hd_p);
+        // kᵀ [hd, len_p], zero-padded to whole blocks
+        if len_p > len {
+            kt.fill(F::ZERO);
+        }
+        F::transpose_into(k, kt, len_p);
+        // v's rows copied side by side (each padded to hd_p): read in place, rows 3D apart in
+        // the qkv array, they all fell into the same few L1 sets and the P.V loop ran ~1.6x
+        // slower
+        for (row, dst) in v.outer_iter().zip(vp.chunks_exact_mut(hd_p)) {
+            let (head, pad) = dst.split_at_mut(hd);
+            match row.to_slice() {
+                Some(r) => head.iter_mut().zip(r).for_each(|(d, &s)| *d = s),
+                None => head.iter_mut().zip(row).for_each(|(d, &s)| *d = s),
+            }
+            pad.fill(F::ZERO);
+        }
+        let dims = Dims {
+            len,
+            hd,
+            len_p,
+            hd_p,
+        };
+        let (q, vp, sc) = (&q_rows[..nq], &*vp, &mut *sc);
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the features were detected at run time; the caller's contract for out.
+            return unsafe { attend_short_avx512(q, kt, vp, dims, scale, sc, out, ldo) };
+        }
+        // SAFETY: the caller's contract for out.
+        unsafe { attend_short_any::<F, false>(q, kt, vp, dims, scale, sc, out, ldo) }
+    })
+}
+
+thread_local! {
+    /// [`attend_short`]'s set-up, reused by each task this thread runs (grown as needed).
+    static SCRATCH: std::cell::Cell<Vec<u64>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// `f` on `len` values of this thread's scratch buffer (their contents left from before).
+fn with_scratch<F: Real, R>(len: usize, f: impl FnOnce(&mut [F]) -> R) -> R {
+    let mut buf = SCRATCH.take();
+    let words = (len * std::mem::size_of::<F>()).div_ceil(8);
+    if buf.len() < words {
+        buf.resize(words, 0);
+    }
+    let r = f(&mut bytemuck::cast_slice_mut::<u64, F>(&mut buf[..words])[..len]);
+    SCRATCH.set(buf);
+    r
 }
 
 /// Keys, head dims, and both rounded up to whole [`LANES`] blocks.
@@ -148,52 +204,60 @@ const LANES: usize = 64;
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,fma")]
+#[allow(clippy::too_many_arguments)]
 unsafe fn attend_short_avx512<F: Real>(
     q: &[&[F]],
     kt: &[F],
-    v: &[&[F]],
+    vp: &[F],
     dims: Dims,
     scale: F,
-    out: &mut [F],
+    sc: &mut [F],
+    out: *mut F,
+    ldo: usize,
 ) {
-    attend_short_any::<F, true>(q, kt, v, dims, scale, out)
+    // SAFETY: the caller's contract for out.
+    unsafe { attend_short_any::<F, true>(q, kt, vp, dims, scale, sc, out, ldo) }
 }
 
-/// `q` `[qb]` rows of hd, `kt` `[hd, len_p]`, `v` `[len]` rows of at least hd_p, `out` `[qb, hd]`.
+/// `q` `[qb]` rows of hd, `kt` `[hd, len_p]`, `vp` `[len, hd_p]`, `sc` at least `QR * len_p`,
+/// output row i at `out + i * ldo` (see [`attend_short`] for its safety contract).
 #[inline(always)]
-fn attend_short_any<F: Real, const FMA: bool>(
+#[allow(clippy::too_many_arguments)]
+unsafe fn attend_short_any<F: Real, const FMA: bool>(
     q: &[&[F]],
     kt: &[F],
-    v: &[&[F]],
+    vp: &[F],
     dims: Dims,
     scale: F,
-    out: &mut [F],
+    sc: &mut [F],
+    out: *mut F,
+    ldo: usize,
 ) {
     // QR query rows at a time: QR x 4 independent chains of multiply-adds instead of 4 (one
     // row's chains alone wait on the adder's latency); each row's sums keep their order.
-    let hd = dims.hd;
-    let mut sc = vec![F::ZERO; QR * dims.len_p];
     let mut qs = q.chunks_exact(QR);
-    let mut os = out.chunks_exact_mut(QR * hd);
-    for (qr, o) in (&mut qs).zip(&mut os) {
+    let mut i = 0;
+    for qr in &mut qs {
         let qr: &[&[F]; QR] = qr.try_into().expect("QR rows");
-        rows_short::<F, FMA, QR>(qr, kt, v, dims, scale, o, &mut sc);
+        // SAFETY: rows i..i + QR exist (the caller's contract)
+        unsafe { rows_short::<F, FMA, QR>(qr, kt, vp, dims, scale, sc, out.add(i * ldo), ldo) };
+        i += QR;
     }
-    for (qr, o) in qs
-        .remainder()
-        .iter()
-        .zip(os.into_remainder().chunks_exact_mut(hd))
-    {
-        rows_short::<F, FMA, 1>(&[*qr], kt, v, dims, scale, o, &mut sc);
+    for qr in qs.remainder() {
+        // SAFETY: row i exists (the caller's contract)
+        unsafe { rows_short::<F, FMA, 1>(&[*qr], kt, vp, dims, scale, sc, out.add(i * ldo), ldo) };
+        i += 1;
     }
 }
 
-/// `R` query rows of [`attend_short_any`] (`out` `[R, hd]`, `sc` at least `R * len_p`).
+/// `R` query rows of [`attend_short_any`] (`sc` at least `R * len_p`; output row r at
+/// `out + r * ldo`, hd values, valid for writes).
 #[inline(always)]
-fn rows_short<F: Real, const FMA: bool, const R: usize>(
+#[allow(clippy::too_many_arguments)]
+unsafe fn rows_short<F: Real, const FMA: bool, const R: usize>(
     qs: &[&[F]; R],
     kt: &[F],
-    v: &[&[F]],
+    vp: &[F],
     Dims {
         len,
         hd,
@@ -201,8 +265,9 @@ fn rows_short<F: Real, const FMA: bool, const R: usize>(
         hd_p,
     }: Dims,
     scale: F,
-    out: &mut [F],
     sc: &mut [F],
+    out: *mut F,
+    ldo: usize,
 ) {
     let madd = |a: F, b: F, acc: F| if FMA { a.mul_add(b, acc) } else { acc + a * b };
     // each row's slice taken once: no bounds checks inside the multiply-add loops (with them,
@@ -235,19 +300,15 @@ fn rows_short<F: Real, const FMA: bool, const R: usize>(
         *inv = F::ONE / sum;
     }
     let ps: [&[F]; R] = std::array::from_fn(|r| &sc[r * len_p..r * len_p + len]);
-    assert!(
-        v.len() >= len
-            && v[..len].iter().all(|row| row.len() >= hd_p)
-            && hd_p.is_multiple_of(LANES)
-    );
+    assert!(vp.len() >= len * hd_p && hd_p.is_multiple_of(LANES));
     for c0 in (0..hd_p).step_by(LANES) {
         let mut acc = [[F::ZERO; LANES]; R];
         for j in 0..len {
-            // SAFETY (both): j < len, the length of every `ps` row and at most v's rows; row j
-            // of v has at least hd_p values, a multiple of LANES, so c0 + LANES <= hd_p
-            // (asserted above). Unchecked because with a panic possible in the loop the
-            // accumulators went through the stack on every step (2x slower).
-            let vr = unsafe { &*(v.get_unchecked(j).as_ptr().add(c0) as *const [F; LANES]) };
+            // SAFETY (both): j < len, the length of every `ps` row and at most vp's rows of
+            // hd_p, a multiple of LANES, so c0 + LANES <= hd_p (asserted above). Unchecked
+            // because with a panic possible in the loop the accumulators went through the
+            // stack on every step (2x slower).
+            let vr = unsafe { &*(vp.as_ptr().add(j * hd_p + c0) as *const [F; LANES]) };
             for (a, p) in acc.iter_mut().zip(&ps) {
                 let p = unsafe { *p.get_unchecked(j) };
                 for (a, &vc) in a.iter_mut().zip(vr) {
@@ -257,7 +318,9 @@ fn rows_short<F: Real, const FMA: bool, const R: usize>(
         }
         let w = LANES.min(hd - c0);
         for (r, a) in acc.iter().enumerate() {
-            for (oc, &a) in out[r * hd + c0..r * hd + c0 + w].iter_mut().zip(a) {
+            // SAFETY: values c0..c0 + w < hd of output row r (the caller's contract)
+            let o = unsafe { std::slice::from_raw_parts_mut(out.add(r * ldo + c0), w) };
+            for (oc, &a) in o.iter_mut().zip(a) {
                 *oc = a * inv[r];
             }
         }
@@ -563,7 +626,30 @@ mod tests {
             let (len, hd) = k.dim();
             let scale = F::from_f64(0.125);
             let mut short = vec![F::ZERO; len * hd];
-            attend_short(q.view(), k.view(), v.view(), scale, &mut short);
+            // SAFETY: len rows of hd values
+            unsafe { attend_short(q.view(), k.view(), v.view(), scale, short.as_mut_ptr(), hd) };
+            // q, k and v in column-major order (q's rows then come from a copy): the same bits
+            let [qf, kf, vf] =
+                [&q, &k, &v].map(|m| m.t().as_standard_layout().into_owned().reversed_axes());
+            assert_ne!(qf.strides()[1], 1);
+            let mut short_f = vec![F::ZERO; len * hd];
+            // SAFETY: as above
+            unsafe {
+                attend_short(
+                    qf.view(),
+                    kf.view(),
+                    vf.view(),
+                    scale,
+                    short_f.as_mut_ptr(),
+                    hd,
+                )
+            };
+            assert!(
+                short
+                    .iter()
+                    .zip(&short_f)
+                    .all(|(a, b)| a.to_f64() == b.to_f64())
+            );
             let mut blocked = Array2::from_elem((len, hd), F::ZERO);
             attend_block(q.view(), k.view(), v.view(), scale, blocked.view_mut());
             short
