@@ -13,31 +13,40 @@ use crate::tower::{Tower, progress};
 use crate::weights::TowerWeights;
 use ndarray::{Array2, ArrayView2, s};
 
-/// Buffers for a block's three largest temporaries (qkv `[N, 3D]`, gate|up `[N, 2I]`, the SwiGLU
-/// output `[N, I]`: 15 of the ~23 D-wide rows a block allocates per token), reused across the
-/// blocks of one forward. Fresh multi-megabyte allocations come from the system as new pages
-/// (glibc maps anything over 32 MB afresh), so reusing them spares a page fault and a page clear
-/// per 4 KB per block.
+/// Buffers for a block's largest temporaries (qkv `[N, 3D]`, gate|up `[N, 2I]`, the SwiGLU
+/// output `[N, I]`, the hidden state after attention `[N, D]`, the block's output `[N, D]`),
+/// reused across the blocks of one forward: fresh multi-megabyte allocations come from the
+/// system as new pages (glibc maps anything over 32 MB afresh), and even a reused heap block
+/// was zeroed first. The output buffer is the previous block's input, handed back by the
+/// forward.
 #[derive(Default)]
 struct Scratch<F> {
     qkv: Vec<F>,
     gu: Vec<F>,
     m: Vec<F>,
+    h: Vec<F>,
+    out: Vec<F>,
 }
 
 /// `y += x` elementwise (a residual connection), rows split over the team's threads (the two
 /// serial adds of each block took 1.3-1.4 ms of an 8x8 forward, the other thread waiting).
-fn add_residual<F: Real>(y: &mut Array2<F>, x: ArrayView2<F>) {
-    assert_eq!(y.dim(), x.dim(), "residual shapes");
-    let cols = y.ncols();
-    match (y.as_slice_mut(), x.as_slice()) {
-        (Some(ys), Some(xs)) if cols > 0 => team::for_each_chunk_mut(ys, cols, |i, row| {
+/// Only where a tap wants the value before the residual: otherwise the product adds it.
+fn add_residual<F: Real>(y: &mut [F], x: ArrayView2<F>) {
+    assert_eq!(y.len(), x.len(), "residual shapes");
+    let cols = x.ncols();
+    match x.as_slice() {
+        Some(xs) if cols > 0 => team::for_each_chunk_mut(y, cols, |i, row| {
             for (a, &b) in row.iter_mut().zip(&xs[i * cols..(i + 1) * cols]) {
                 *a += b;
             }
         }),
-        _ => *y += &x,
+        _ => y.iter_mut().zip(x.iter()).for_each(|(a, &b)| *a += b),
     }
+}
+
+/// `v` as rows of `cols` values.
+fn as_rows<F>(v: &[F], cols: usize) -> ArrayView2<'_, F> {
+    ArrayView2::from_shape((v.len() / cols, cols), v).expect("whole rows")
 }
 
 /// `buf` as a slice of `len` (grown once; contents are overwritten by the caller).
@@ -179,6 +188,8 @@ impl<F: Real> CpuTower<F> {
             qkv: qkv_buf,
             gu: gu_buf,
             m: m_buf,
+            h: h_buf,
+            out: out_buf,
         } = scratch;
         let n = x.nrows();
         let cfg = self.cfg();
@@ -230,12 +241,22 @@ impl<F: Real> CpuTower<F> {
         let a = attention(q, k, qkv.slice(s![.., 2 * d..]), cu_seqlens, heads, scale); // [N, D]
         drop(qk);
         emit(taps, || format!("blocks.{i}.attn.proj.input"), a.view());
-        let mut h = lw
-            .proj
-            .apply(a.view(), w.proj_b.as_ref().map(|b| b.view()), Par::Pool);
+        // hidden_states + attn(...): added by the product unless a tap wants attn(...) alone
+        let split = wanted(taps, || format!("blocks.{i}.attn"));
+        let h = sized(h_buf, n * d);
+        lw.proj.apply_add_into(
+            a.view(),
+            w.proj_b.as_ref().map(|b| b.view()),
+            (!split).then_some(x),
+            Par::Pool,
+            h,
+        );
         drop(a);
-        emit(taps, || format!("blocks.{i}.attn"), h.view());
-        add_residual(&mut h, x); // hidden_states + attn(...)
+        if split {
+            emit(taps, || format!("blocks.{i}.attn"), as_rows(h, d));
+            add_residual(h, x);
+        }
+        let h = as_rows(h, d); // [N, D]
 
         // MLP
         let x2 = norm::rms_norm(h.view(), w.norm2.view(), eps);
@@ -253,13 +274,22 @@ impl<F: Real> CpuTower<F> {
         let m = sized(m_buf, n * inter);
         let mut mv = ndarray::ArrayViewMut2::from_shape((n, inter), m).expect("sized");
         swiglu_rows_into(gu, F::from_f64(cfg.swiglu_limit), mv.view_mut()); // [N, I]
-        let mut out = lw
-            .down
-            .apply(mv.view(), w.down_b.as_ref().map(|b| b.view()), Par::Pool);
-        emit(taps, || format!("blocks.{i}.mlp"), out.view());
-        add_residual(&mut out, h.view()); // hidden_states + mlp(...)
-        emit(taps, || format!("blocks.{i}"), out.view());
-        out
+        // hidden_states + mlp(...), as above
+        let split = wanted(taps, || format!("blocks.{i}.mlp"));
+        let out = sized(out_buf, n * d);
+        lw.down.apply_add_into(
+            mv.view(),
+            w.down_b.as_ref().map(|b| b.view()),
+            (!split).then_some(h),
+            Par::Pool,
+            out,
+        );
+        if split {
+            emit(taps, || format!("blocks.{i}.mlp"), as_rows(out, d));
+            add_residual(out, h);
+        }
+        emit(taps, || format!("blocks.{i}"), as_rows(out, d));
+        Array2::from_shape_vec((n, d), std::mem::take(out_buf)).expect("sized")
     }
 
     /// `post_layernorm`.
@@ -323,7 +353,11 @@ impl<F: Real> CpuTower<F> {
         let cu = geometry::cu_seqlens(grid_thw);
         let mut scratch = Scratch::default();
         for i in 0..cfg.depth {
-            x = self.block_scratch(i, x.view(), cos.view(), sin.view(), &cu, taps, &mut scratch);
+            let next =
+                self.block_scratch(i, x.view(), cos.view(), sin.view(), &cu, taps, &mut scratch);
+            // the old input's buffer becomes the next block's output buffer
+            let (old, _) = std::mem::replace(&mut x, next).into_raw_vec_and_offset();
+            scratch.out = old;
             progress(taps, i + 2, total);
         }
         let x = self.post_norm_f(x.view());

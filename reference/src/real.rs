@@ -59,12 +59,14 @@ pub trait Real:
         None
     }
     /// `y = x · wᵀ + bias` over panels made by [`Real::pack_linear`] (`x` `[m, k]`, `y` `[m, n]`,
-    /// row-major); only called for types whose `pack_linear` returns panels.
+    /// row-major), plus `residual` `[m, n]` when given (added last); only called for types
+    /// whose `pack_linear` returns panels.
     fn linear_panels(
         _p: &crate::kernels::panel::Panels,
         _x: &[Self],
         _m: usize,
         _bias: Option<&[Self]>,
+        _residual: Option<&[Self]>,
         _y: &mut [Self],
     ) {
         unreachable!("pack_linear returned no panels for {}", Self::NAME)
@@ -179,9 +181,13 @@ impl Real for f32 {
         x: &[Self],
         m: usize,
         bias: Option<&[Self]>,
+        residual: Option<&[Self]>,
         y: &mut [Self],
     ) {
-        p.linear_into(x, m, bias, y)
+        match residual {
+            Some(r) => p.linear_add_into(x, m, bias, r, y),
+            None => p.linear_into(x, m, bias, y),
+        }
     }
     fn transpose_into(k: ndarray::ArrayView2<f32>, kt: &mut [f32], ld: usize) {
         crate::kernels::attention::transpose_f32(k, kt, ld)

@@ -161,17 +161,46 @@ impl<F: Real> LinearWeight<F> {
 
     /// [`linear_into`] with this weight (`y.len() == m * out`, overwritten).
     pub fn apply_into(&self, x: ArrayView2<F>, bias: Option<ArrayView1<F>>, par: Par, y: &mut [F]) {
+        self.apply_add_into(x, bias, None, par, y)
+    }
+
+    /// [`Self::apply_into`], then `y += residual` (`[m, out]`) when given: on the panels in the
+    /// kernel's last step, else as a pass of its own (the same bits either way).
+    pub fn apply_add_into(
+        &self,
+        x: ArrayView2<F>,
+        bias: Option<ArrayView1<F>>,
+        residual: Option<ArrayView2<F>>,
+        par: Par,
+        y: &mut [F],
+    ) {
+        if let Some(r) = &residual {
+            assert_eq!(
+                r.dim(),
+                (x.nrows(), self.out_features()),
+                "linear: residual shape"
+            );
+        }
         match self {
-            Self::Array(w) => linear_into(x, w.view(), bias, par, y),
+            Self::Array(w) => {
+                linear_into(x, w.view(), bias, par, y);
+                if let Some(r) = residual {
+                    for (y, &r) in y.iter_mut().zip(r.iter()) {
+                        *y += r;
+                    }
+                }
+            }
             Self::Panels(p) => {
                 assert_eq!(x.ncols(), p.cols(), "linear: input features");
                 let x = x.as_standard_layout();
                 let b = bias.as_ref().map(|b| b.as_standard_layout());
+                let r = residual.as_ref().map(|r| r.as_standard_layout());
                 F::linear_panels(
                     p,
                     x.as_slice().expect("standard layout"),
                     x.nrows(),
                     b.as_ref().map(|b| b.as_slice().expect("standard layout")),
+                    r.as_ref().map(|r| r.as_slice().expect("standard layout")),
                     y,
                 );
             }

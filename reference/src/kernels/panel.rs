@@ -132,6 +132,35 @@ impl Panels {
     /// # Panics
     /// If the lengths disagree with the shapes or the CPU lacks AVX-512 ([`available`]).
     pub fn linear_into(&self, x: &[f32], m: usize, bias: Option<&[f32]>, y: &mut [f32]) {
+        self.linear_impl(x, m, bias, None, y)
+    }
+
+    /// [`Self::linear_into`] plus `residual` `[m, n]`: `y = (x · wᵀ + bias) + residual`, the
+    /// residual added to each finished output as the last step of the kernel (the same bits as
+    /// adding it in a pass of its own, without that pass over y).
+    ///
+    /// # Panics
+    /// As [`Self::linear_into`], and if `residual` is not `m * n` long.
+    pub fn linear_add_into(
+        &self,
+        x: &[f32],
+        m: usize,
+        bias: Option<&[f32]>,
+        residual: &[f32],
+        y: &mut [f32],
+    ) {
+        assert_eq!(residual.len(), m * self.n, "panel linear: residual length");
+        self.linear_impl(x, m, bias, Some(residual), y)
+    }
+
+    fn linear_impl(
+        &self,
+        x: &[f32],
+        m: usize,
+        bias: Option<&[f32]>,
+        residual: Option<&[f32]>,
+        y: &mut [f32],
+    ) {
         let (n, k) = (self.n, self.k);
         assert_eq!(x.len(), m * k, "panel linear: input length");
         assert_eq!(y.len(), m * n, "panel linear: output length");
@@ -143,6 +172,17 @@ impl Panels {
         if m == 0 || n == 0 {
             return;
         }
+        if k == 0 {
+            // no inputs: the bias (or zero), plus the residual
+            for (i, v) in y.iter_mut().enumerate() {
+                *v = bias.map_or(0.0, |b| b[i % n]);
+                if let Some(r) = residual {
+                    *v += r[i];
+                }
+            }
+            return;
+        }
+        let resid_addr = residual.map_or(0, |r| r.as_ptr() as usize);
         let y_addr = y.as_mut_ptr() as usize;
         let np = n.div_ceil(NP);
         let threads = rayon::current_num_threads();
@@ -174,7 +214,7 @@ impl Panels {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: AVX-512F was checked; each task writes rows r0..r1 of the columns of its
             // panels (clipped to n) of `y`, disjoint from every other task's; reads stay inside
-            // `x`, the panels and `bias` (lengths asserted above).
+            // `x`, the panels, `bias` and `residual` (null when none; lengths asserted above).
             unsafe {
                 group_task(
                     x,
@@ -184,6 +224,7 @@ impl Panels {
                     },
                     bias,
                     y_addr as *mut f32,
+                    resid_addr as *const f32,
                     (n, k),
                     g * group..((g + 1) * group).min(np),
                     r0..r1,
@@ -204,11 +245,13 @@ impl Panels {
 /// order, then adds it to the running value: the bits do not depend on the blocking.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
 unsafe fn group_task(
     x: &[f32],
     data: Src<'_>,
     bias: Option<&[f32]>,
     y: *mut f32,
+    resid: *const f32,
     (n, k): (usize, usize),
     panels: std::ops::Range<usize>,
     rows: std::ops::Range<usize>,
@@ -346,6 +389,11 @@ unsafe fn group_task(
                                     part: scratch.add((r - b0) * NP),
                                     start: s0 == kc0,
                                     end: s1 == kc1,
+                                    resid: if kc1 == k && !resid.is_null() {
+                                        resid.add(r * n + j0)
+                                    } else {
+                                        std::ptr::null()
+                                    },
                                     pf: pf.map_or(std::ptr::null(), |o| base.add(o)),
                                     pf_lines: lines,
                                 };
@@ -548,6 +596,9 @@ struct TileArgs<'a> {
     /// chunk sum goes into y).
     start: bool,
     end: bool,
+    /// Unless null (only at the end of the last chunk): the tile's rows of a residual with y's
+    /// layout, added to the finished outputs.
+    resid: *const f32,
     /// `pf_lines` lines (one per step of the first steps) are prefetched into L2 from here,
     /// unless null.
     pf: *const i8,
@@ -630,7 +681,12 @@ unsafe fn tile<const R: usize>(a: TileArgs<'_>) {
                     Some(b) => _mm512_loadu_ps(b.as_ptr().add(16 * c)),
                     None => _mm512_maskz_loadu_ps(masks[c], yp),
                 };
-                _mm512_mask_storeu_ps(yp, masks[c], _mm512_add_ps(base, *v));
+                let mut out = _mm512_add_ps(base, *v);
+                if !a.resid.is_null() {
+                    let rp = a.resid.add(r * a.ldy + 16 * c);
+                    out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(masks[c], rp));
+                }
+                _mm512_mask_storeu_ps(yp, masks[c], out);
             }
         }
     }
@@ -875,6 +931,42 @@ mod tests {
     fn widening_ahead_keeps_the_sums_exact() {
         sums_in_blocks(16, 2 * KC + KS + 8, 70, 2, true);
         sums_in_blocks(64, 4 * KC, NP, 1, true);
+    }
+
+    /// `linear_add_into` = `linear_into`, then the residual added: the same bits, for a partial
+    /// last panel, several chunks, one chunk, and no inputs at all.
+    #[test]
+    fn residual_is_added_last() {
+        if !available() {
+            eprintln!("skipped: no AVX-512 on this CPU");
+            return;
+        }
+        let mut lcg = crate::kernels::Lcg(11);
+        let mut rnd = || lcg.unit() as f32 - 0.5;
+        for (m, k, n) in [(13, 2 * KC + 9, 70), (6, 40, 64), (3, 0, 5)] {
+            let x: Vec<f32> = (0..m * k).map(|_| rnd()).collect();
+            let w = Array2::from_shape_fn((n, k), |_| rnd());
+            let b: Vec<f32> = (0..n).map(|_| rnd()).collect();
+            let res: Vec<f32> = (0..m * n).map(|_| rnd() * 8.0).collect();
+            let p = Panels::pack(w.view());
+            for bias in [Some(&b[..]), None] {
+                let mut want = vec![f32::NAN; m * n];
+                p.linear_into(&x, m, bias, &mut want);
+                if k == 0 {
+                    assert!(
+                        want.iter()
+                            .enumerate()
+                            .all(|(i, &v)| v == bias.map_or(0.0, |b| b[i % n]))
+                    );
+                }
+                want.iter_mut().zip(&res).for_each(|(y, r)| *y += r);
+                let mut y = vec![f32::NAN; m * n];
+                p.linear_add_into(&x, m, bias, &res, &mut y);
+                for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+                    assert_eq!(a.to_bits(), b.to_bits(), "({m},{k},{n}) value {i}");
+                }
+            }
+        }
     }
 
     /// `short`: weights rounded to bf16 first, so the panels store them as bf16 (exactly).
