@@ -13,15 +13,18 @@ use crate::tower::{Tower, progress};
 use crate::weights::TowerWeights;
 use ndarray::{Array2, ArrayView2, s};
 
-/// Buffers for a block's largest temporaries (qkv `[N, 3D]`, gate|up `[N, 2I]`, the SwiGLU
-/// output `[N, I]`, the hidden state after attention `[N, D]`, the block's output `[N, D]`),
-/// reused across the blocks of one forward: fresh multi-megabyte allocations come from the
-/// system as new pages (glibc maps anything over 32 MB afresh), and even a reused heap block
-/// was zeroed first. The output buffer is the previous block's input, handed back by the
-/// forward.
+/// Buffers for a block's temporaries, reused across the blocks of one forward: the normed input
+/// of the attention, then of the MLP `[N, D]`; qkv `[N, 3D]`; q and k `[N, 2D]`; gate|up
+/// `[N, 2I]`; the SwiGLU output `[N, I]`; the hidden state after attention `[N, D]`; the
+/// block's output `[N, D]` (the previous block's input, handed back by the forward). Fresh
+/// multi-megabyte allocations come from the system as new pages (glibc maps anything over
+/// 32 MB afresh), and even a reused heap block was zeroed first: a serial memset of 256 KiB
+/// to 1 MiB per array at 8x8.
 #[derive(Default)]
 struct Scratch<F> {
+    xn: Vec<F>,
     qkv: Vec<F>,
+    qk: Vec<F>,
     gu: Vec<F>,
     m: Vec<F>,
     h: Vec<F>,
@@ -185,7 +188,9 @@ impl<F: Real> CpuTower<F> {
         scratch: &mut Scratch<F>,
     ) -> Array2<F> {
         let Scratch {
+            xn: xn_buf,
             qkv: qkv_buf,
+            qk: qk_buf,
             gu: gu_buf,
             m: m_buf,
             h: h_buf,
@@ -199,7 +204,9 @@ impl<F: Real> CpuTower<F> {
         let eps = cfg.rms_norm_eps;
 
         // attention
-        let x1 = norm::rms_norm(x, w.norm1.view(), eps); // [N, D]
+        let x1 = sized(xn_buf, n * d);
+        norm::rms_norm_into(x, w.norm1.view(), eps, x1);
+        let x1 = as_rows(x1, d); // [N, D]
         emit(taps, || format!("blocks.{i}.norm1"), x1.view());
         let qkv = sized(qkv_buf, n * 3 * d);
         lw.qkv.apply_into(
@@ -209,12 +216,13 @@ impl<F: Real> CpuTower<F> {
             qkv,
         );
         let qkv = ArrayView2::from_shape((n, 3 * d), &*qkv).expect("sized"); // [N, 3D]
-        drop(x1);
         emit(taps, || format!("blocks.{i}.attn.qkv"), qkv.view());
         // q_norm / k_norm, then the rope, in one pass: [N, 2D] (q's columns, then k's)
         let want_normed = wanted(taps, || format!("blocks.{i}.attn.q_norm"))
             || wanted(taps, || format!("blocks.{i}.attn.k_norm"));
-        let (qk, normed) = rope::qk_norm_rope(
+        let qk = sized(qk_buf, n * 2 * d);
+        let mut normed = want_normed.then(|| vec![F::ZERO; n * 2 * d]);
+        rope::qk_norm_rope_into(
             qkv.view(),
             d,
             w.q_norm.view(),
@@ -222,9 +230,11 @@ impl<F: Real> CpuTower<F> {
             eps,
             cos,
             sin,
-            want_normed,
+            qk,
+            normed.as_deref_mut(),
         );
-        if let Some(normed) = normed {
+        if let Some(normed) = &normed {
+            let normed = as_rows(normed, 2 * d);
             emit(
                 taps,
                 || format!("blocks.{i}.attn.q_norm"),
@@ -236,10 +246,10 @@ impl<F: Real> CpuTower<F> {
                 normed.slice(s![.., d..]),
             );
         }
+        let qk = as_rows(qk, 2 * d);
         let (q, k) = (qk.slice(s![.., ..d]), qk.slice(s![.., d..]));
         let scale = F::from_f64((cfg.head_dim() as f64).powf(-0.5));
         let a = attention(q, k, qkv.slice(s![.., 2 * d..]), cu_seqlens, heads, scale); // [N, D]
-        drop(qk);
         emit(taps, || format!("blocks.{i}.attn.proj.input"), a.view());
         // hidden_states + attn(...): added by the product unless a tap wants attn(...) alone
         let split = wanted(taps, || format!("blocks.{i}.attn"));
@@ -259,7 +269,9 @@ impl<F: Real> CpuTower<F> {
         let h = as_rows(h, d); // [N, D]
 
         // MLP
-        let x2 = norm::rms_norm(h.view(), w.norm2.view(), eps);
+        let x2 = sized(xn_buf, n * d);
+        norm::rms_norm_into(h.view(), w.norm2.view(), eps, x2);
+        let x2 = as_rows(x2, d); // [N, D]
         emit(taps, || format!("blocks.{i}.norm2"), x2.view());
         let inter = lw.gate_up.out_features() / 2;
         let gu = sized(gu_buf, n * 2 * inter);
@@ -270,7 +282,6 @@ impl<F: Real> CpuTower<F> {
             gu,
         );
         let gu = ArrayView2::from_shape((n, 2 * inter), &*gu).expect("sized"); // [N, 2I]
-        drop(x2);
         let m = sized(m_buf, n * inter);
         let mut mv = ndarray::ArrayViewMut2::from_shape((n, inter), m).expect("sized");
         swiglu_rows_into(gu, F::from_f64(cfg.swiglu_limit), mv.view_mut()); // [N, I]

@@ -3,6 +3,7 @@
 use crate::kernels::row_slice;
 use crate::real::Real;
 use ndarray::{Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis, Zip};
+use rayon::prelude::*;
 
 /// `inv_freq[j] = 1 / theta^((2j) / (head_dim/2))` for `j < head_dim/4`, each step rounded in `F`
 /// as torch does in f32 (the exponent, the power, the reciprocal).
@@ -95,6 +96,39 @@ pub fn qk_norm_rope<F: Real>(
     keep_normed: bool,
 ) -> (Array2<F>, Option<Array2<F>>) {
     let n = qkv.nrows();
+    let mut qk = vec![F::ZERO; n * 2 * d];
+    let mut normed = keep_normed.then(|| vec![F::ZERO; n * 2 * d]);
+    qk_norm_rope_into(
+        qkv,
+        d,
+        wq,
+        wk,
+        eps,
+        cos,
+        sin,
+        &mut qk,
+        normed.as_deref_mut(),
+    );
+    let shaped = |v: Vec<F>| Array2::from_shape_vec((n, 2 * d), v).expect("n x 2d values");
+    (shaped(qk), normed.map(shaped))
+}
+
+/// [`qk_norm_rope`] into the caller's `qk` `[tokens, 2 d]` (and `normed`, same shape, when
+/// given), every value overwritten (a forward reuses one buffer: a fresh zeroed 512 KiB at
+/// 8x8 was a serial memset of ~15 us per block).
+#[allow(clippy::too_many_arguments)]
+pub fn qk_norm_rope_into<F: Real>(
+    qkv: ArrayView2<F>,
+    d: usize,
+    wq: ArrayView1<F>,
+    wk: ArrayView1<F>,
+    eps: f64,
+    cos: ArrayView2<F>,
+    sin: ArrayView2<F>,
+    qk: &mut [F],
+    normed: Option<&mut [F]>,
+) {
+    let n = qkv.nrows();
     let hd = cos.ncols();
     assert!(qkv.ncols() >= 2 * d, "qk_norm_rope: qkv narrower than 2 d");
     assert!(
@@ -129,26 +163,17 @@ pub fn qk_norm_rope<F: Real>(
         }
         token(args, out, keep)
     };
-    let contiguous = "a fresh array's rows are contiguous";
-    let mut qk = Array2::<F>::from_elem((n, 2 * d), F::ZERO);
-    let mut normed = keep_normed.then(|| Array2::<F>::from_elem((n, 2 * d), F::ZERO));
-    match &mut normed {
-        Some(normed) => Zip::indexed(qk.axis_iter_mut(Axis(0)))
-            .and(normed.axis_iter_mut(Axis(0)))
-            .par_for_each(|t, mut out, mut keep| {
-                work(
-                    t,
-                    out.as_slice_mut().expect(contiguous),
-                    Some(keep.as_slice_mut().expect(contiguous)),
-                )
-            }),
-        None => crate::kernels::team::for_each_chunk_mut(
-            qk.as_slice_mut().expect(contiguous),
-            2 * d,
-            |t, out| work(t, out, None),
-        ),
+    assert_eq!(qk.len(), n * 2 * d, "qk_norm_rope: output length");
+    match normed {
+        Some(normed) => {
+            assert_eq!(normed.len(), n * 2 * d, "qk_norm_rope: normed length");
+            qk.par_chunks_mut(2 * d)
+                .zip(normed.par_chunks_mut(2 * d))
+                .enumerate()
+                .for_each(|(t, (out, keep))| work(t, out, Some(keep)))
+        }
+        None => crate::kernels::team::for_each_chunk_mut(qk, 2 * d, |t, out| work(t, out, None)),
     }
-    (qk, normed)
 }
 
 /// One token's q and k (`[2 d]`) with their weights, eps and rope rows.
