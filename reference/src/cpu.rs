@@ -11,7 +11,7 @@ use crate::real::Real;
 use crate::taps::TapSink;
 use crate::tower::{Tower, progress};
 use crate::weights::TowerWeights;
-use ndarray::{Array2, ArrayView2, s};
+use ndarray::{Array2, ArrayView1, ArrayView2, s};
 
 /// Buffers for a block's temporaries, reused across the blocks of one forward: the normed input
 /// of the attention, then of the MLP `[N, D]`; qkv `[N, 3D]`; q and k `[N, 2D]`; gate|up
@@ -44,6 +44,25 @@ fn add_residual<F: Real>(y: &mut [F], x: ArrayView2<F>) {
             }
         }),
         _ => y.iter_mut().zip(x.iter()).for_each(|(a, &b)| *a += b),
+    }
+}
+
+/// `y = linear(x) + residual`, the residual added by the product's last step, unless a tap
+/// wants the product alone (`name`): then it is emitted and the residual added after.
+fn plus_residual<F: Real>(
+    lin: &LinearWeight<F>,
+    x: ArrayView2<F>,
+    bias: Option<ArrayView1<F>>,
+    residual: ArrayView2<F>,
+    taps: Taps<'_, '_>,
+    name: impl Fn() -> String,
+    y: &mut [F],
+) {
+    let split = wanted(taps, &name);
+    lin.apply_add_into(x, bias, (!split).then_some(residual), Par::Pool, y);
+    if split {
+        emit(taps, name, as_rows(y, residual.ncols()));
+        add_residual(y, residual);
     }
 }
 
@@ -251,21 +270,19 @@ impl<F: Real> CpuTower<F> {
         let scale = F::from_f64((cfg.head_dim() as f64).powf(-0.5));
         let a = attention(q, k, qkv.slice(s![.., 2 * d..]), cu_seqlens, heads, scale); // [N, D]
         emit(taps, || format!("blocks.{i}.attn.proj.input"), a.view());
-        // hidden_states + attn(...): added by the product unless a tap wants attn(...) alone
-        let split = wanted(taps, || format!("blocks.{i}.attn"));
+        // hidden_states + attn(...)
         let h = sized(h_buf, n * d);
-        lw.proj.apply_add_into(
+        let bias = w.proj_b.as_ref().map(|b| b.view());
+        plus_residual(
+            &lw.proj,
             a.view(),
-            w.proj_b.as_ref().map(|b| b.view()),
-            (!split).then_some(x),
-            Par::Pool,
+            bias,
+            x,
+            taps,
+            || format!("blocks.{i}.attn"),
             h,
         );
         drop(a);
-        if split {
-            emit(taps, || format!("blocks.{i}.attn"), as_rows(h, d));
-            add_residual(h, x);
-        }
         let h = as_rows(h, d); // [N, D]
 
         // MLP
@@ -285,20 +302,18 @@ impl<F: Real> CpuTower<F> {
         let m = sized(m_buf, n * inter);
         let mut mv = ndarray::ArrayViewMut2::from_shape((n, inter), m).expect("sized");
         swiglu_rows_into(gu, F::from_f64(cfg.swiglu_limit), mv.view_mut()); // [N, I]
-        // hidden_states + mlp(...), as above
-        let split = wanted(taps, || format!("blocks.{i}.mlp"));
+        // hidden_states + mlp(...)
         let out = sized(out_buf, n * d);
-        lw.down.apply_add_into(
+        let bias = w.down_b.as_ref().map(|b| b.view());
+        plus_residual(
+            &lw.down,
             mv.view(),
-            w.down_b.as_ref().map(|b| b.view()),
-            (!split).then_some(h),
-            Par::Pool,
+            bias,
+            h,
+            taps,
+            || format!("blocks.{i}.mlp"),
             out,
         );
-        if split {
-            emit(taps, || format!("blocks.{i}.mlp"), as_rows(out, d));
-            add_residual(out, h);
-        }
         emit(taps, || format!("blocks.{i}"), as_rows(out, d));
         Array2::from_shape_vec((n, d), std::mem::take(out_buf)).expect("sized")
     }
