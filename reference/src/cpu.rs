@@ -68,7 +68,7 @@ fn plus_residual<F: Real>(
 
 /// `v` as rows of `cols` values.
 fn as_rows<F>(v: &[F], cols: usize) -> ArrayView2<'_, F> {
-    ArrayView2::from_shape((v.len() / cols, cols), v).expect("whole rows")
+    ArrayView2::from_shape((v.len().checked_div(cols).unwrap_or(0), cols), v).expect("whole rows")
 }
 
 /// `buf` as a slice of `len` (grown once; contents are overwritten by the caller).
@@ -181,7 +181,8 @@ impl<F: Real> CpuTower<F> {
         rope::tables(&pos, cfg.head_dim(), cfg.rope_parameters.rope_theta)
     }
 
-    /// `Glm5NextVisionBlock.forward`: `x + attn(norm1(x))`, then `+ mlp(norm2(.))`.
+    /// `Glm5NextVisionBlock.forward`: `x + attn(norm1(x))`, then `+ mlp(norm2(.))`. (Its
+    /// temporaries are fresh on each call; the forward reuses one set across its blocks.)
     pub fn block_f(
         &self,
         i: usize,

@@ -318,10 +318,10 @@ unsafe fn rows_short<F: Real, const FMA: bool, const R: usize>(
         }
         let w = LANES.min(hd - c0);
         for (r, a) in acc.iter().enumerate() {
-            // SAFETY: values c0..c0 + w < hd of output row r (the caller's contract)
-            let o = unsafe { std::slice::from_raw_parts_mut(out.add(r * ldo + c0), w) };
-            for (oc, &a) in o.iter_mut().zip(a) {
-                *oc = a * inv[r];
+            for (j, &a) in a.iter().enumerate().take(w) {
+                // SAFETY: value c0 + j < hd of output row r (the caller's contract); written,
+                // not read (it may be uninitialised)
+                unsafe { out.add(r * ldo + c0 + j).write(a * inv[r]) };
             }
         }
     }

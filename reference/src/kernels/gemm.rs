@@ -185,9 +185,15 @@ impl<F: Real> LinearWeight<F> {
             Self::Array(w) => {
                 linear_into(x, w.view(), bias, par, y);
                 if let Some(r) = residual {
-                    for (y, &r) in y.iter_mut().zip(r.iter()) {
-                        *y += r;
-                    }
+                    // rows split over the team's threads (a serial pass kept the other waiting)
+                    let r = r.as_standard_layout();
+                    let r = r.as_slice().expect("standard layout");
+                    let cols = self.out_features().max(1);
+                    crate::kernels::team::for_each_chunk_mut(y, cols, |i, row| {
+                        for (y, &r) in row.iter_mut().zip(&r[i * cols..]) {
+                            *y += r;
+                        }
+                    });
                 }
             }
             Self::Panels(p) => {
@@ -232,6 +238,38 @@ mod tests {
             }
         }
         y
+    }
+
+    /// `apply_add_into` = `apply_into`, then the residual added: the same bits, on the array
+    /// path (f64) and on the panels (f32, where the CPU has them).
+    #[test]
+    fn residual_add_is_the_separate_add() {
+        let mut lcg = crate::kernels::Lcg(3);
+        let mut rnd = || lcg.unit() - 0.5;
+        let (m, k, n) = (9, 300, 70);
+        let x = Array2::from_shape_fn((m, k), |_| rnd());
+        let w = Array2::from_shape_fn((n, k), |_| rnd());
+        let b = Array1::from_shape_fn(n, |_| rnd());
+        let r = Array2::from_shape_fn((m, n), |_| rnd());
+        fn check<F: Real>(x: &Array2<F>, w: &Array2<F>, b: &Array1<F>, r: &Array2<F>) {
+            let lw = LinearWeight::new(w.clone());
+            let (m, n) = (x.nrows(), w.nrows());
+            let mut want = vec![F::ZERO; m * n];
+            lw.apply_into(x.view(), Some(b.view()), Par::Pool, &mut want);
+            for (y, &r) in want.iter_mut().zip(r.iter()) {
+                *y += r;
+            }
+            let mut y = vec![F::ZERO; m * n];
+            lw.apply_add_into(x.view(), Some(b.view()), Some(r.view()), Par::Pool, &mut y);
+            assert!(
+                y.iter().zip(&want).all(|(a, b)| a.to_f64() == b.to_f64()),
+                "{}",
+                F::NAME
+            );
+        }
+        check(&x, &w, &b, &r);
+        let f = |a: &Array2<f64>| a.mapv(|v| half::bf16::from_f64(v).to_f32());
+        check(&f(&x), &f(&w), &b.mapv(|v| v as f32), &f(&r));
     }
 
     #[test]

@@ -258,7 +258,8 @@ unsafe fn group_task(
 ) {
     // All left unwritten here: a tile reads its partial sums only after writing them (`start`
     // is set on a chunk's first sub-chunk), and the tiles read widened values only after they
-    // were written. Zeroing the 34 KiB on every call took 0.7% of an 8x8 forward (5000+ calls).
+    // were written. Zeroing them on every call (34 KiB then, one widened buffer) took 0.7% of
+    // an 8x8 forward (5000+ calls).
     let mut scratch = std::mem::MaybeUninit::<Aligned<{ RB * NP }>>::uninit();
     let scratch = scratch.as_mut_ptr() as *mut f32;
     // Two bf16 sub-chunks widened to f32, in L1: the one the row block's tiles run over
@@ -266,7 +267,8 @@ unsafe fn group_task(
     // is the sub-chunk this task runs next (its position and length in `ahead`). Widened in a
     // pass of its own instead, before the tiles, with the FMA units idle meanwhile, the
     // sub-chunks took ~4% of a 64-row product and ~14% of a 16-row one (the merger's) on one
-    // thread.
+    // thread. With the second buffer, the partial sums and a row block's x, the working set
+    // (~66 KiB at 64 rows) is past the 48 KiB L1d here; measured faster all the same.
     let mut wide = std::mem::MaybeUninit::<[Aligned<{ KS * NP }>; 2]>::uninit();
     let wide = wide.as_mut_ptr() as *mut f32;
     let wide_at = |b: usize| wide.wrapping_add(b * KS * NP);
@@ -637,7 +639,7 @@ unsafe fn tile<const R: usize>(a: TileArgs<'_>) {
         if a.end && a.bias.is_none() {
             for r in 0..R {
                 for c in 0..4 {
-                    _mm_prefetch::<_MM_HINT_T0>(a.y.add(r * a.ldy + 16 * c) as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(a.y.wrapping_add(r * a.ldy + 16 * c) as *const i8);
                 }
             }
         }
@@ -676,14 +678,15 @@ unsafe fn tile<const R: usize>(a: TileArgs<'_>) {
                     _mm512_store_ps(a.part.add(r * NP + 16 * c), *v);
                     continue;
                 }
-                let yp = a.y.add(r * a.ldy + 16 * c);
+                // (past y's end for the masked-off lanes of a partial last panel: not read)
+                let yp = a.y.wrapping_add(r * a.ldy + 16 * c);
                 let base = match a.bias {
                     Some(b) => _mm512_loadu_ps(b.as_ptr().add(16 * c)),
                     None => _mm512_maskz_loadu_ps(masks[c], yp),
                 };
                 let mut out = _mm512_add_ps(base, *v);
                 if !a.resid.is_null() {
-                    let rp = a.resid.add(r * a.ldy + 16 * c);
+                    let rp = a.resid.wrapping_add(r * a.ldy + 16 * c);
                     out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(masks[c], rp));
                 }
                 _mm512_mask_storeu_ps(yp, masks[c], out);

@@ -164,6 +164,12 @@ pub fn qk_norm_rope_into<F: Real>(
         token(args, out, keep)
     };
     assert_eq!(qk.len(), n * 2 * d, "qk_norm_rope: output length");
+    // (rotate_half pairs the two halves of a head: with an odd head_dim its last value would
+    // stay unwritten)
+    assert!(hd.is_multiple_of(2), "qk_norm_rope: odd head_dim");
+    if n == 0 || d == 0 {
+        return;
+    }
     match normed {
         Some(normed) => {
             assert_eq!(normed.len(), n * 2 * d, "qk_norm_rope: normed length");
