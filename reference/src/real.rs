@@ -13,7 +13,6 @@ pub trait Real:
     + Debug
     + Default
     + PartialOrd
-    + bytemuck::Pod
     + 'static
     + Add<Output = Self>
     + Sub<Output = Self>

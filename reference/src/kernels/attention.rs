@@ -103,10 +103,11 @@ const SHORT: usize = 128;
 /// of [`LANES`] head dims). Multiply-adds are fused where the CPU has AVX-512 (hence FMA).
 /// q's rows are read where they are; row i of the output goes to `out + i * ldo` (hd values).
 ///
-/// The set-up (kᵀ, v's rows, the scores) lives in this thread's scratch buffer, and only the
-/// padding is zeroed: with three fresh zeroed vectors, a copy of each output row, and the rows
-/// copied through `memmove` calls, the set-up and copies took ~30% of an 8x8 block's attention
-/// (perf, one thread).
+/// The set-up (kᵀ, v's rows, the scores) shares one allocation: with three zeroed vectors, q's
+/// rows collected through `Cow`s, a copy of each output row, and the rows copied through
+/// `memmove` calls, the set-up and copies took ~30% of an 8x8 block's attention (perf, one
+/// thread). (A thread-local buffer instead, no zeroing at all, was no faster, and stayed
+/// allocated: the load test's live heap grew by 30 KiB when it first served a thread.)
 ///
 /// # Safety
 /// `out + i * ldo .. + hd` must be valid for writes for every query row i, and not read or
@@ -135,24 +136,20 @@ unsafe fn attend_short<F: Real>(
     for (dst, row) in q_rows.iter_mut().zip(q.outer_iter()) {
         *dst = row.to_slice().expect("contiguous rows");
     }
-    with_scratch::<F, _>(hd * len_p + len * hd_p + QR * len_p, |buf| {
+    {
+        let mut buf = vec![F::ZERO; hd * len_p + len * hd_p + QR * len_p];
         let (kt, rest) = buf.split_at_mut(hd * len_p);
         let (vp, sc) = rest.split_at_mut(len * hd_p);
         // kᵀ [hd, len_p], zero-padded to whole blocks
-        if len_p > len {
-            kt.fill(F::ZERO);
-        }
         F::transpose_into(k, kt, len_p);
         // v's rows copied side by side (each padded to hd_p): read in place, rows 3D apart in
         // the qkv array, they all fell into the same few L1 sets and the P.V loop ran ~1.6x
         // slower
         for (row, dst) in v.outer_iter().zip(vp.chunks_exact_mut(hd_p)) {
-            let (head, pad) = dst.split_at_mut(hd);
             match row.to_slice() {
-                Some(r) => head.iter_mut().zip(r).for_each(|(d, &s)| *d = s),
-                None => head.iter_mut().zip(row).for_each(|(d, &s)| *d = s),
+                Some(r) => dst.iter_mut().zip(r).for_each(|(d, &s)| *d = s),
+                None => dst.iter_mut().zip(row).for_each(|(d, &s)| *d = s),
             }
-            pad.fill(F::ZERO);
         }
         let dims = Dims {
             len,
@@ -170,24 +167,7 @@ unsafe fn attend_short<F: Real>(
         }
         // SAFETY: the caller's contract for out.
         unsafe { attend_short_any::<F, false>(q, kt, vp, dims, scale, sc, out, ldo) }
-    })
-}
-
-thread_local! {
-    /// [`attend_short`]'s set-up, reused by each task this thread runs (grown as needed).
-    static SCRATCH: std::cell::Cell<Vec<u64>> = const { std::cell::Cell::new(Vec::new()) };
-}
-
-/// `f` on `len` values of this thread's scratch buffer (their contents left from before).
-fn with_scratch<F: Real, R>(len: usize, f: impl FnOnce(&mut [F]) -> R) -> R {
-    let mut buf = SCRATCH.take();
-    let words = (len * std::mem::size_of::<F>()).div_ceil(8);
-    if buf.len() < words {
-        buf.resize(words, 0);
     }
-    let r = f(&mut bytemuck::cast_slice_mut::<u64, F>(&mut buf[..words])[..len]);
-    SCRATCH.set(buf);
-    r
 }
 
 /// Keys, head dims, and both rounded up to whole [`LANES`] blocks.
