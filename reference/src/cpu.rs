@@ -5,7 +5,7 @@ use crate::error::{InputError, TowerError};
 use crate::geometry::{self, Grid, check_cols, check_shape};
 use crate::kernels::act::{swiglu_rows, swiglu_rows_into};
 use crate::kernels::attention::attention;
-use crate::kernels::gemm::{LinearWeight, Par};
+use crate::kernels::gemm::{LinearWeight, Par, add_residual};
 use crate::kernels::{norm, rope, team};
 use crate::real::Real;
 use crate::taps::TapSink;
@@ -29,22 +29,6 @@ struct Scratch<F> {
     m: Vec<F>,
     h: Vec<F>,
     out: Vec<F>,
-}
-
-/// `y += x` elementwise (a residual connection), rows split over the team's threads (the two
-/// serial adds of each block took 1.3-1.4 ms of an 8x8 forward, the other thread waiting).
-/// Only where a tap wants the value before the residual: otherwise the product adds it.
-fn add_residual<F: Real>(y: &mut [F], x: ArrayView2<F>) {
-    assert_eq!(y.len(), x.len(), "residual shapes");
-    let cols = x.ncols();
-    match x.as_slice() {
-        Some(xs) if cols > 0 => team::for_each_chunk_mut(y, cols, |i, row| {
-            for (a, &b) in row.iter_mut().zip(&xs[i * cols..(i + 1) * cols]) {
-                *a += b;
-            }
-        }),
-        _ => y.iter_mut().zip(x.iter()).for_each(|(a, &b)| *a += b),
-    }
 }
 
 /// `y = linear(x) + residual`, the residual added by the product's last step, unless a tap
@@ -235,7 +219,7 @@ impl<F: Real> CpuTower<F> {
             Par::Pool,
             qkv,
         );
-        let qkv = ArrayView2::from_shape((n, 3 * d), &*qkv).expect("sized"); // [N, 3D]
+        let qkv = as_rows(qkv, 3 * d); // [N, 3D]
         emit(taps, || format!("blocks.{i}.attn.qkv"), qkv.view());
         // q_norm / k_norm, then the rope, in one pass: [N, 2D] (q's columns, then k's)
         let want_normed = wanted(taps, || format!("blocks.{i}.attn.q_norm"))
@@ -299,7 +283,7 @@ impl<F: Real> CpuTower<F> {
             Par::Pool,
             gu,
         );
-        let gu = ArrayView2::from_shape((n, 2 * inter), &*gu).expect("sized"); // [N, 2I]
+        let gu = as_rows(gu, 2 * inter); // [N, 2I]
         let m = sized(m_buf, n * inter);
         let mut mv = ndarray::ArrayViewMut2::from_shape((n, inter), m).expect("sized");
         swiglu_rows_into(gu, F::from_f64(cfg.swiglu_limit), mv.view_mut()); // [N, I]

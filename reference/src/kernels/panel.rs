@@ -348,7 +348,7 @@ unsafe fn group_task(
                             };
                         let (wsrc, wdst, blocks) = match data {
                             Src::Bf16(d) if next_len > 0 => {
-                                let next = p * k * NP + s1 * NP;
+                                let next = chunk_at(p, s1);
                                 ahead = Some((next, next_len));
                                 (
                                     d[next..next + next_len].as_ptr(),
