@@ -70,6 +70,44 @@ pub trait Real:
     ) {
         unreachable!("pack_linear returned no panels for {}", Self::NAME)
     }
+    /// A `Linear` weight `[n, k]` in the AMX tile layout (`kernels::amx`), for f32 on a CPU with
+    /// AMX: its values rounded to bf16 when `round`, else only when every value is bf16 already.
+    fn pack_amx(
+        _w: ndarray::ArrayView2<Self>,
+        _round: bool,
+    ) -> Option<crate::kernels::amx::AmxWeight> {
+        None
+    }
+    /// `y = x · wᵀ + bias (+ residual)` on AMX tiles made by [`Real::pack_amx`]; only called for
+    /// types whose `pack_amx` returns tiles.
+    #[allow(clippy::too_many_arguments)]
+    fn linear_amx(
+        _a: &crate::kernels::amx::AmxWeight,
+        _x: &[Self],
+        _m: usize,
+        _bias: Option<&[Self]>,
+        _residual: Option<&[Self]>,
+        _y: &mut [Self],
+        _parts: crate::kernels::amx::Parts,
+    ) {
+        unreachable!("pack_amx returned no tiles for {}", Self::NAME)
+    }
+    /// A `Linear` weight `[n, k]` rounded to bf16 as pair panels for `vdpbf16ps`
+    /// (`kernels::dpbf16`), for f32 on a CPU with AVX512-BF16.
+    fn pack_dpbf16(_w: ndarray::ArrayView2<Self>) -> Option<crate::kernels::dpbf16::Bf16Panels> {
+        None
+    }
+    /// `y = bf16(x) · wᵀ + bias (+ residual)` on panels made by [`Real::pack_dpbf16`].
+    fn linear_dpbf16(
+        _p: &crate::kernels::dpbf16::Bf16Panels,
+        _x: &[Self],
+        _m: usize,
+        _bias: Option<&[Self]>,
+        _residual: Option<&[Self]>,
+        _y: &mut [Self],
+    ) {
+        unreachable!("pack_dpbf16 returned no panels for {}", Self::NAME)
+    }
     /// `kt[c * ld + j] = k[j][c]` for every row j and column c of `k` (`kt` at least
     /// `k.ncols() * ld` long, `ld >= k.nrows()`; values past row j's end untouched).
     fn transpose_into(k: ndarray::ArrayView2<Self>, kt: &mut [Self], ld: usize) {
@@ -187,6 +225,36 @@ impl Real for f32 {
             Some(r) => p.linear_add_into(x, m, bias, r, y),
             None => p.linear_into(x, m, bias, y),
         }
+    }
+    fn pack_amx(
+        w: ndarray::ArrayView2<Self>,
+        round: bool,
+    ) -> Option<crate::kernels::amx::AmxWeight> {
+        crate::kernels::amx::AmxWeight::pack(w, round)
+    }
+    fn linear_amx(
+        a: &crate::kernels::amx::AmxWeight,
+        x: &[Self],
+        m: usize,
+        bias: Option<&[Self]>,
+        residual: Option<&[Self]>,
+        y: &mut [Self],
+        parts: crate::kernels::amx::Parts,
+    ) {
+        a.linear(x, m, bias, residual, y, parts)
+    }
+    fn pack_dpbf16(w: ndarray::ArrayView2<Self>) -> Option<crate::kernels::dpbf16::Bf16Panels> {
+        crate::kernels::dpbf16::available().then(|| crate::kernels::dpbf16::Bf16Panels::pack(w))
+    }
+    fn linear_dpbf16(
+        p: &crate::kernels::dpbf16::Bf16Panels,
+        x: &[Self],
+        m: usize,
+        bias: Option<&[Self]>,
+        residual: Option<&[Self]>,
+        y: &mut [Self],
+    ) {
+        p.linear(x, m, bias, residual, y)
     }
     fn transpose_into(k: ndarray::ArrayView2<f32>, kt: &mut [f32], ld: usize) {
         crate::kernels::attention::transpose_f32(k, kt, ld)

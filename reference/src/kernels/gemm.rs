@@ -150,28 +150,94 @@ pub(crate) fn add_residual<F: Real>(y: &mut [F], x: ArrayView2<F>) {
     }
 }
 
-/// A `Linear` weight as a forward holds it: the panels of [`Real::pack_linear`] where `F` has
-/// them on this CPU (the array is dropped then, so the weights are in memory once), else the
-/// array `[out, in]` for [`linear_into`].
+/// A `Linear` weight as a forward holds it: the AMX tiles of [`Real::pack_amx`] where the CPU
+/// has the matrix unit and the values are bf16 (exactly, or rounded for the bf16 mode), else the
+/// panels of [`Real::pack_linear`] where `F` has them on this CPU, else the array `[out, in]` for
+/// [`linear_into`]. The array is dropped once packed, so the weights are in memory once.
 #[derive(Debug, Clone)]
-pub enum LinearWeight<F> {
+pub struct LinearWeight<F> {
+    kind: Kind<F>,
+    /// The bf16 mode: inputs rounded to bf16 before the product (on the AMX tiles, as they are
+    /// packed; on the other kinds, in a copy).
+    bf16_inputs: bool,
+}
+
+#[derive(Debug, Clone)]
+enum Kind<F> {
     Array(Array2<F>),
     Panels(crate::kernels::panel::Panels),
+    Amx(crate::kernels::amx::AmxWeight),
+    Dpbf16(crate::kernels::dpbf16::Bf16Panels),
+}
+
+/// Whether an f32 weight that is exactly bf16 runs as three bf16 products on AMX
+/// (`GLM5V_CPU_AMX_F32=0` keeps the f32 panels there: A/B runs, bisecting).
+fn amx_for_f32() -> bool {
+    std::env::var("GLM5V_CPU_AMX_F32").as_deref() != Ok("0")
 }
 
 impl<F: Real> LinearWeight<F> {
+    /// The f32 (or f64) mode's weight: on AMX when `F` is f32, the CPU has it and every value
+    /// is a bf16 value (then the product is f32 by three bf16 products, `kernels::amx`); else
+    /// panels or the array.
     pub fn new(w: Array2<F>) -> Self {
-        match F::pack_linear(w.view()) {
-            Some(p) => Self::Panels(p),
-            None => Self::Array(w),
+        let amx = (crate::kernels::amx::available() && amx_for_f32())
+            .then(|| F::pack_amx(w.view(), false))
+            .flatten();
+        let kind = match amx {
+            Some(a) => Kind::Amx(a),
+            None => match F::pack_linear(w.view()) {
+                Some(p) => Kind::Panels(p),
+                None => Kind::Array(w),
+            },
+        };
+        Self {
+            kind,
+            bf16_inputs: false,
+        }
+    }
+
+    /// The bf16 mode's weight: every value rounded to bf16 once (a bf16 checkpoint's are
+    /// already), and the inputs rounded to bf16 at each product; on the AMX tiles where the CPU
+    /// has them, else on the panels or the array (the same products, another summation order).
+    pub fn new_bf16(w: Array2<F>) -> Self {
+        let amx = crate::kernels::amx::available()
+            .then(|| F::pack_amx(w.view(), true))
+            .flatten();
+        let kind = match amx {
+            Some(a) => Kind::Amx(a),
+            None if let Some(p) = F::pack_dpbf16(w.view()) => Kind::Dpbf16(p),
+            None => {
+                let w = w.mapv(round_bf16);
+                match F::pack_linear(w.view()) {
+                    Some(p) => Kind::Panels(p),
+                    None => Kind::Array(w),
+                }
+            }
+        };
+        Self {
+            kind,
+            bf16_inputs: true,
         }
     }
 
     /// `out` of `[out, in]`.
     pub fn out_features(&self) -> usize {
-        match self {
-            Self::Array(w) => w.nrows(),
-            Self::Panels(p) => p.rows(),
+        match &self.kind {
+            Kind::Array(w) => w.nrows(),
+            Kind::Panels(p) => p.rows(),
+            Kind::Amx(a) => a.rows(),
+            Kind::Dpbf16(p) => p.rows(),
+        }
+    }
+
+    /// Which kernel runs this weight: `"amx"`, `"avx512-bf16"`, `"panels"` or `"gemm"`.
+    pub fn kernel(&self) -> &'static str {
+        match &self.kind {
+            Kind::Array(_) => "gemm",
+            Kind::Panels(_) => "panels",
+            Kind::Amx(_) => "amx",
+            Kind::Dpbf16(_) => "avx512-bf16",
         }
     }
 
@@ -180,8 +246,8 @@ impl<F: Real> LinearWeight<F> {
         self.apply_add_into(x, bias, None, par, y)
     }
 
-    /// [`Self::apply_into`], then `y += residual` (`[m, out]`) when given: on the panels in the
-    /// kernel's last step, else as a pass of its own (the same bits either way).
+    /// [`Self::apply_into`], then `y += residual` (`[m, out]`) when given: on the panels and the
+    /// tiles in the kernel's last step, else as a pass of its own (the same bits either way).
     pub fn apply_add_into(
         &self,
         x: ArrayView2<F>,
@@ -197,19 +263,57 @@ impl<F: Real> LinearWeight<F> {
                 "linear: residual shape"
             );
         }
-        match self {
-            Self::Array(w) => {
+        // The bf16 mode's inputs, rounded, where the kernel does not round them itself.
+        let rounded =
+            (self.bf16_inputs && !matches!(self.kind, Kind::Amx(_))).then(|| x.mapv(round_bf16));
+        let x = rounded.as_ref().map_or(x, |r| r.view());
+        match &self.kind {
+            Kind::Array(w) => {
                 linear_into(x, w.view(), bias, par, y);
                 if let Some(r) = residual {
                     add_residual(y, r);
                 }
             }
-            Self::Panels(p) => {
+            Kind::Panels(p) => {
                 assert_eq!(x.ncols(), p.cols(), "linear: input features");
                 let x = x.as_standard_layout();
                 let b = bias.as_ref().map(|b| b.as_standard_layout());
                 let r = residual.as_ref().map(|r| r.as_standard_layout());
                 F::linear_panels(
+                    p,
+                    x.as_slice().expect("standard layout"),
+                    x.nrows(),
+                    b.as_ref().map(|b| b.as_slice().expect("standard layout")),
+                    r.as_ref().map(|r| r.as_slice().expect("standard layout")),
+                    y,
+                );
+            }
+            Kind::Amx(a) => {
+                assert_eq!(x.ncols(), a.cols(), "linear: input features");
+                let x = x.as_standard_layout();
+                let b = bias.as_ref().map(|b| b.as_standard_layout());
+                let r = residual.as_ref().map(|r| r.as_standard_layout());
+                let parts = if self.bf16_inputs {
+                    crate::kernels::amx::Parts::One
+                } else {
+                    crate::kernels::amx::Parts::Three
+                };
+                F::linear_amx(
+                    a,
+                    x.as_slice().expect("standard layout"),
+                    x.nrows(),
+                    b.as_ref().map(|b| b.as_slice().expect("standard layout")),
+                    r.as_ref().map(|r| r.as_slice().expect("standard layout")),
+                    y,
+                    parts,
+                );
+            }
+            Kind::Dpbf16(p) => {
+                assert_eq!(x.ncols(), p.cols(), "linear: input features");
+                let x = x.as_standard_layout();
+                let b = bias.as_ref().map(|b| b.as_standard_layout());
+                let r = residual.as_ref().map(|r| r.as_standard_layout());
+                F::linear_dpbf16(
                     p,
                     x.as_slice().expect("standard layout"),
                     x.nrows(),
@@ -227,6 +331,11 @@ impl<F: Real> LinearWeight<F> {
         self.apply_into(x, bias, par, y.as_slice_mut().expect("fresh array"));
         y
     }
+}
+
+/// `v` rounded to the nearest bf16 value (to nearest even), in `F`.
+pub fn round_bf16<F: Real>(v: F) -> F {
+    F::from_f32(crate::kernels::amx::round_bf16(v.to_f64() as f32))
 }
 
 #[cfg(test)]

@@ -1,8 +1,11 @@
 //! The CPU kernels of the reference tower, one file per op. Each takes ndarray views and returns
 //! owned arrays; shapes are stated beside the arguments (`[tokens, hidden]`).
 pub mod act;
+pub mod amx;
 pub mod attention;
+pub mod dpbf16;
 pub mod gemm;
+pub mod isa;
 pub mod norm;
 pub mod panel;
 pub mod peak;

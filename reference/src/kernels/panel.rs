@@ -41,14 +41,7 @@ const X_L2_BYTES: usize = 1 << 20;
 
 /// Whether this CPU runs the panel kernel (AVX-512F).
 pub fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    super::isa::isa() >= super::isa::Isa::Avx512
 }
 
 /// A `Linear` weight `[n, k]` in panel layout (the last panel zero-padded to 64 columns).

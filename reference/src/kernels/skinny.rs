@@ -9,14 +9,7 @@ const ROWS_PER_TASK: usize = 32;
 
 /// Whether [`linear_skinny_f32`] can run on this CPU.
 pub fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    super::isa::isa() >= super::isa::Isa::Avx512
 }
 
 /// `out[i, j] = bias[j] + sum_c x[i, c] * w[j, c]`; `x` `[m, k]`, `w` `[n, k]`, `out` `[m, n]`,

@@ -1,0 +1,696 @@
+//! `Linear` products on the AMX matrix unit (`tdpbf16ps`): bf16 inputs, f32 accumulation.
+//!
+//! Two uses, one kernel:
+//! - **bf16** ([`Parts::One`]): each input is rounded to bf16 (round to nearest even), the
+//!   weights are bf16; every product of two bf16 values is exact in f32 and the unit adds them
+//!   into f32 accumulators. This is the GPU's bf16 policy for a GEMM (bf16 in, f32 out).
+//! - **f32 by three products** ([`Parts::Three`]): when every weight is exactly a bf16 value
+//!   (every weight of a bf16 checkpoint), each f32 input is split into three bf16 parts,
+//!   `x = hi + mid + lo` exactly (hi = bf16(x), mid = bf16(x - hi), lo = x - hi - mid: f32's 24
+//!   significant bits in three pieces of 8; inexact only where a part falls under bf16's normal
+//!   range, ~1.2e-38, which the unit reads as zero). The three products `hi·w`, `mid·w`, `lo·w`
+//!   are each exact in f32 and are summed into the same f32 accumulators: an f32 product in
+//!   another order of summation.
+//!
+//! Layout. A weight `W` `[n, k]` is stored as 32-column blocks; per block and per 32 inputs,
+//! two 1 KiB tiles (columns 0-15 and 16-31 of the block) in the unit's pair layout: tile row `r`
+//! holds, for each of its 16 columns `j`, `W[j][2r]` then `W[j][2r+1]`. Inputs are packed per
+//! call as bf16 rows padded to a multiple of 32 rows and 32 inputs, the parts of each 32-input
+//! block side by side (`[row][k / 32][part][32]`), so one row stride reaches every part.
+//!
+//! Register tiles: a 32 x 32 output block in four accumulators (tmm0-3), two input tiles
+//! (tmm4-5: 32 rows x 32 inputs) and two weight tiles (tmm6-7: 32 inputs x 32 columns); per 32
+//! inputs, two weight loads, two input loads per part and four products per part.
+//!
+//! Summation: each output sums its products over a chunk of [`kc`] inputs in the accumulators
+//! (from zero), then the chunk's sum is added to the running f32 value, which starts at the
+//! bias; the residual, if any, is added last (as the f32 panels do: `kernels::panel`).
+
+use super::panel::PanelBuf;
+use ndarray::ArrayView2;
+
+/// Columns per block (two tiles of 16).
+const NB: usize = 32;
+/// Inputs per tile step.
+const KB: usize = 32;
+/// Rows per block (two tiles of 16).
+const MB: usize = 32;
+/// Bytes of one weight block step: two 1 KiB tiles.
+const B_STEP: usize = 2 * 1024;
+
+/// How the f32 inputs become bf16.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parts {
+    /// Rounded to bf16 once (the bf16 mode).
+    One,
+    /// Split in three exact bf16 parts (an f32 product).
+    Three,
+}
+
+impl Parts {
+    fn count(self) -> usize {
+        match self {
+            Parts::One => 1,
+            Parts::Three => 3,
+        }
+    }
+}
+
+/// Inputs per summation chunk: long enough that the chunk's bookkeeping (four tile stores and
+/// the adds into the running values) is a few percent of its products; short enough for the
+/// f32 products' accuracy (the f32 panels' chunk is 256, and one chain over a 10240-input
+/// merger row took the full-geometry fixture from 0.51 to 0.92 of its tolerance there).
+fn kc(parts: Parts) -> usize {
+    match parts {
+        Parts::One => 1024,
+        Parts::Three => 512,
+    }
+}
+
+/// Whether this process may run the AMX kernel ([`super::isa::isa`] is `amx`).
+pub fn available() -> bool {
+    super::isa::isa() >= super::isa::Isa::Amx
+}
+
+/// The bf16 bits of `x`, rounded to nearest even (NaN stays NaN, quiet).
+#[inline(always)]
+pub fn bf16_bits(x: f32) -> u16 {
+    let b = x.to_bits();
+    if x.is_nan() {
+        ((b >> 16) | 0x40) as u16
+    } else {
+        ((b + 0x7fff + ((b >> 16) & 1)) >> 16) as u16
+    }
+}
+
+/// The f32 value of bf16 bits.
+#[inline(always)]
+pub fn bf16_value(h: u16) -> f32 {
+    f32::from_bits((h as u32) << 16)
+}
+
+/// `x` rounded to the nearest bf16 value, as f32.
+#[inline(always)]
+pub fn round_bf16(x: f32) -> f32 {
+    bf16_value(bf16_bits(x))
+}
+
+/// The three bf16 parts of `x` (`hi + mid + lo == x` for normal values of f32's range); an
+/// infinite or NaN `x` is all in `hi`.
+#[inline(always)]
+pub fn split3(x: f32) -> [u16; 3] {
+    let hi = bf16_bits(x);
+    let r1 = if x.is_finite() {
+        x - bf16_value(hi)
+    } else {
+        0.0
+    };
+    let mid = bf16_bits(r1);
+    let r2 = r1 - bf16_value(mid);
+    [hi, mid, bf16_bits(r2)]
+}
+
+/// A `Linear` weight `[n, k]` in the AMX tile layout (bf16).
+#[derive(Debug, Clone)]
+pub struct AmxWeight {
+    data: PanelBuf<u16>,
+    n: usize,
+    k: usize,
+}
+
+impl AmxWeight {
+    /// `w` `[n, k]` (any strides) repacked; each value rounded to bf16 when `round`, else
+    /// `None` unless every value is exactly a bf16 value.
+    pub fn pack(w: ArrayView2<f32>, round: bool) -> Option<Self> {
+        if !round && !w.iter().all(|v| v.to_bits() & 0xffff == 0) {
+            return None;
+        }
+        let (n, k) = w.dim();
+        let (nblocks, ksteps) = (n.div_ceil(NB), k.div_ceil(KB));
+        let block = ksteps * B_STEP / 2; // u16 values per column block
+        let mut data = PanelBuf::<u16>::zeroed(nblocks * block);
+        use rayon::prelude::*;
+        data.as_mut_slice()
+            .par_chunks_mut(block.max(1))
+            .enumerate()
+            .for_each(|(cb, out)| {
+                for c in 0..NB.min(n - cb * NB) {
+                    let row = w.row(cb * NB + c);
+                    let (tile, j) = (c / 16, c % 16);
+                    for (kk, &v) in row.iter().enumerate() {
+                        let (step, r, e) = (kk / KB, kk % KB / 2, kk % 2);
+                        out[step * 1024 + tile * 512 + r * 32 + j * 2 + e] = bf16_bits(v);
+                    }
+                }
+            });
+        Some(Self { data, n, k })
+    }
+
+    /// Output features.
+    pub fn rows(&self) -> usize {
+        self.n
+    }
+
+    /// Input features.
+    pub fn cols(&self) -> usize {
+        self.k
+    }
+
+    /// The weight `[n, k]` as f32 values (tests, and the fallbacks of a forced lower level).
+    pub fn to_f32(&self) -> ndarray::Array2<f32> {
+        let d = self.data.as_slice();
+        let ksteps = self.k.div_ceil(KB);
+        ndarray::Array2::from_shape_fn((self.n, self.k), |(c, kk)| {
+            let (cb, c) = (c / NB, c % NB);
+            let (tile, j) = (c / 16, c % 16);
+            let (step, r, e) = (kk / KB, kk % KB / 2, kk % 2);
+            bf16_value(d[cb * ksteps * 1024 + step * 1024 + tile * 512 + r * 32 + j * 2 + e])
+        })
+    }
+
+    /// `y = x · wᵀ + bias (+ residual)` with `x` `[m, k]` row-major, `y` `[m, n]` (overwritten),
+    /// the inputs made bf16 as `parts` says; parallel over column blocks (and row blocks when
+    /// there are few columns) on the team's threads ([`super::team::for_each`]).
+    ///
+    /// # Panics
+    /// If the lengths disagree with the shapes, or AMX is not [`available`].
+    pub fn linear(
+        &self,
+        x: &[f32],
+        m: usize,
+        bias: Option<&[f32]>,
+        residual: Option<&[f32]>,
+        y: &mut [f32],
+        parts: Parts,
+    ) {
+        let (n, k) = (self.n, self.k);
+        assert_eq!(x.len(), m * k, "amx linear: input length");
+        assert_eq!(y.len(), m * n, "amx linear: output length");
+        assert!(bias.is_none_or(|b| b.len() == n), "amx linear: bias length");
+        assert!(
+            residual.is_none_or(|r| r.len() == m * n),
+            "amx linear: residual length"
+        );
+        assert!(available(), "amx linear needs AMX");
+        if m == 0 || n == 0 {
+            return;
+        }
+        if k == 0 {
+            for (i, v) in y.iter_mut().enumerate() {
+                *v = bias.map_or(0.0, |b| b[i % n]) + residual.map_or(0.0, |r| r[i]);
+            }
+            return;
+        }
+        let p = parts.count();
+        let xp = PackedX::new(x, m, k, parts);
+        let (nblocks, mblocks) = (n.div_ceil(NB), m.div_ceil(MB));
+        let threads = rayon::current_num_threads().max(1);
+        // Rows split too when there are few column blocks for the threads.
+        let row_tasks = if nblocks >= 4 * threads {
+            1
+        } else {
+            mblocks.clamp(1, 8)
+        };
+        let mb_per = mblocks.div_ceil(row_tasks);
+        // When a row block's inputs outgrow L2 across the column blocks, a task takes a group
+        // of column blocks and runs each row block over all of them.
+        let x_bytes = mblocks.div_ceil(row_tasks) * MB * xp.ld;
+        let group = if x_bytes > (1 << 20) {
+            (nblocks / (4 * threads)).clamp(1, 8)
+        } else {
+            1
+        };
+        let groups = nblocks.div_ceil(group);
+        let y_addr = y.as_mut_ptr() as usize;
+        let w = self.data.as_slice();
+        let ksteps = k.div_ceil(KB);
+        let chunk_steps = kc(parts) / KB;
+        super::team::for_each(groups * row_tasks, |t| {
+            let (g, rt) = (t / row_tasks, t % row_tasks);
+            let (mb0, mb1) = (rt * mb_per, ((rt + 1) * mb_per).min(mblocks));
+            let (cb0, cb1) = (g * group, ((g + 1) * group).min(nblocks));
+            if mb0 >= mb1 {
+                return;
+            }
+            let mut c = Scratch([0.0; 4 * 256]);
+            // SAFETY: AMX is available and the tile state granted (asserted above); each task
+            // writes the rows of its row blocks (clipped to m) in the columns of its column
+            // blocks (clipped to n) of y, disjoint from every other task's; the tile loads stay
+            // inside the packed inputs and the weight (whole blocks, padded), the stores inside
+            // `c`.
+            unsafe {
+                load_config();
+                let mut s0 = 0;
+                while s0 < ksteps {
+                    let s1 = (s0 + chunk_steps).min(ksteps);
+                    for mb in mb0..mb1 {
+                        for cb in cb0..cb1 {
+                            let a = xp
+                                .data
+                                .as_ptr()
+                                .cast::<u8>()
+                                .add(mb * MB * xp.ld + s0 * p * 64);
+                            let b = w.as_ptr().cast::<u8>().add((cb * ksteps + s0) * B_STEP);
+                            match parts {
+                                Parts::One => block_1(a, xp.ld, b, s1 - s0, c.0.as_mut_ptr()),
+                                Parts::Three => block_3(a, xp.ld, b, s1 - s0, c.0.as_mut_ptr()),
+                            }
+                            let out = Out {
+                                y: y_addr as *mut f32,
+                                n,
+                                rows: mb * MB..(mb * MB + MB).min(m),
+                                cols: cb * NB..(cb * NB + NB).min(n),
+                            };
+                            out.add(
+                                &c.0,
+                                (s0 == 0).then_some(bias),
+                                (s1 == ksteps).then_some(residual),
+                            );
+                        }
+                    }
+                    s0 = s1;
+                }
+            }
+        });
+    }
+}
+
+/// A task's four 16 x 16 accumulator tiles, stored: C00, C01 (rows 0-15; columns 0-15, 16-31),
+/// C10, C11 (rows 16-31).
+#[repr(C, align(64))]
+struct Scratch([f32; 4 * 256]);
+
+/// Where a block's sums go.
+struct Out {
+    y: *mut f32,
+    n: usize,
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+}
+
+impl Out {
+    /// Adds the block's chunk sums `c` to y (y = bias + sums on the first chunk), then the
+    /// residual on the last.
+    ///
+    /// # Safety
+    /// `y` valid for `[.., n]` rows covering `rows`; the block's region not written by others.
+    #[inline]
+    unsafe fn add(
+        &self,
+        c: &[f32; 4 * 256],
+        first: Option<Option<&[f32]>>,
+        last: Option<Option<&[f32]>>,
+    ) {
+        let c0 = self.cols.start;
+        let width = self.cols.len();
+        for r in self.rows.clone() {
+            let rr = r - self.rows.start;
+            let (tr, lr) = (rr / 16, rr % 16);
+            // SAFETY: row r of y, columns c0..c0+width, inside y (the caller's contract).
+            let yrow =
+                unsafe { std::slice::from_raw_parts_mut(self.y.add(r * self.n + c0), width) };
+            for (j, v) in yrow.iter_mut().enumerate() {
+                let s = c[(tr * 2 + j / 16) * 256 + lr * 16 + j % 16];
+                *v = match first {
+                    Some(bias) => bias.map_or(0.0, |b| b[c0 + j]) + s,
+                    None => *v + s,
+                };
+            }
+            if let Some(Some(res)) = last {
+                let rrow = &res[r * self.n + c0..r * self.n + c0 + width];
+                for (v, &q) in yrow.iter_mut().zip(rrow) {
+                    *v += q;
+                }
+            }
+        }
+    }
+}
+
+/// One 64-byte line of bf16 values (the packed inputs' unit, so rows start 64-byte aligned).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u16; 32]);
+
+/// The inputs of one call as bf16, `[rows padded to 32][k / 32][part][32]`.
+struct PackedX {
+    data: Vec<Line>,
+    /// Bytes per row.
+    ld: usize,
+}
+
+impl PackedX {
+    fn new(x: &[f32], m: usize, k: usize, parts: Parts) -> Self {
+        let p = parts.count();
+        let ksteps = k.div_ceil(KB);
+        let lines_per_row = ksteps * p;
+        let rows = m.div_ceil(MB) * MB;
+        let mut data = vec![Line([0; 32]); rows * lines_per_row];
+        super::team::for_each_chunk_mut(&mut data[..m * lines_per_row], lines_per_row, |r, row| {
+            let xr = &x[r * k..(r + 1) * k];
+            for (s, block) in row.chunks_exact_mut(p).enumerate() {
+                let src = &xr[s * KB..((s + 1) * KB).min(k)];
+                match parts {
+                    Parts::One => {
+                        for (o, &v) in block[0].0.iter_mut().zip(src) {
+                            *o = bf16_bits(v);
+                        }
+                    }
+                    Parts::Three => {
+                        for (j, &v) in src.iter().enumerate() {
+                            let [h, mi, l] = split3(v);
+                            block[0].0[j] = h;
+                            block[1].0[j] = mi;
+                            block[2].0[j] = l;
+                        }
+                    }
+                }
+            }
+        });
+        Self {
+            data,
+            ld: lines_per_row * 64,
+        }
+    }
+}
+
+/// The tile configuration: palette 1, all eight tiles 16 rows of 64 bytes.
+#[repr(C, align(64))]
+struct TileConfig([u8; 64]);
+
+const CONFIG: TileConfig = {
+    let mut c = [0u8; 64];
+    c[0] = 1;
+    let mut t = 0;
+    while t < 8 {
+        c[16 + 2 * t] = 64;
+        c[48 + t] = 16;
+        t += 1;
+    }
+    TileConfig(c)
+};
+
+/// Loads [`CONFIG`] into this thread's tile configuration.
+///
+/// # Safety
+/// AMX available and the tile state granted to the process.
+#[cfg(target_arch = "x86_64")]
+unsafe fn load_config() {
+    // SAFETY: reads the 64-byte configuration; the caller's contract for AMX.
+    unsafe {
+        std::arch::asm!("ldtilecfg [{}]", in(reg) &CONFIG, options(nostack, readonly));
+    }
+}
+
+/// A 32 x 32 output block's sums over `steps` steps of 32 inputs, one part: `a` the first
+/// input tile (row stride `lda` bytes; the rows 16 further are the second tile), `b` the weight
+/// tiles (2 KiB a step, contiguous), stored into `c` ([`Scratch`]'s order).
+///
+/// # Safety
+/// The tile configuration loaded; 32 rows of `steps * 64` bytes at `a` (stride `lda`),
+/// `steps * 2048` bytes at `b`, 4 KiB writable at `c` (64-byte aligned).
+#[cfg(target_arch = "x86_64")]
+unsafe fn block_1(a: *const u8, lda: usize, b: *const u8, steps: usize, c: *mut f32) {
+    // SAFETY: the caller's contract; only tile registers and the named GPRs are touched.
+    unsafe {
+        std::arch::asm!(
+            "tilezero tmm0", "tilezero tmm1", "tilezero tmm2", "tilezero tmm3",
+            "2:",
+            "tileloadd tmm6, [{b} + {s}*1]",
+            "tileloadd tmm7, [{b} + {s}*1 + 1024]",
+            "tileloadd tmm4, [{a0} + {lda}*1]",
+            "tileloadd tmm5, [{a1} + {lda}*1]",
+            "tdpbf16ps tmm0, tmm4, tmm6",
+            "tdpbf16ps tmm1, tmm4, tmm7",
+            "tdpbf16ps tmm2, tmm5, tmm6",
+            "tdpbf16ps tmm3, tmm5, tmm7",
+            "add {a0}, 64",
+            "add {a1}, 64",
+            "add {b}, 2048",
+            "dec {n}",
+            "jnz 2b",
+            "tilestored [{c} + {s}*1], tmm0",
+            "tilestored [{c} + {s}*1 + 1024], tmm1",
+            "tilestored [{c} + {s}*1 + 2048], tmm2",
+            "tilestored [{c} + {s}*1 + 3072], tmm3",
+            a0 = inout(reg) a => _,
+            a1 = inout(reg) a.add(16 * lda) => _,
+            b = inout(reg) b => _,
+            n = inout(reg) steps => _,
+            lda = in(reg) lda,
+            s = in(reg) 64usize,
+            c = in(reg) c,
+            options(nostack),
+        );
+    }
+}
+
+/// [`block_1`] with three parts side by side per step (`3 * 64` bytes a step in each row).
+///
+/// # Safety
+/// As [`block_1`], with 32 rows of `steps * 192` bytes at `a`.
+#[cfg(target_arch = "x86_64")]
+unsafe fn block_3(a: *const u8, lda: usize, b: *const u8, steps: usize, c: *mut f32) {
+    // SAFETY: the caller's contract; only tile registers and the named GPRs are touched.
+    unsafe {
+        std::arch::asm!(
+            "tilezero tmm0", "tilezero tmm1", "tilezero tmm2", "tilezero tmm3",
+            "2:",
+            "tileloadd tmm6, [{b} + {s}*1]",
+            "tileloadd tmm7, [{b} + {s}*1 + 1024]",
+            "tileloadd tmm4, [{a0} + {lda}*1]",
+            "tileloadd tmm5, [{a1} + {lda}*1]",
+            "tdpbf16ps tmm0, tmm4, tmm6",
+            "tdpbf16ps tmm1, tmm4, tmm7",
+            "tdpbf16ps tmm2, tmm5, tmm6",
+            "tdpbf16ps tmm3, tmm5, tmm7",
+            "tileloadd tmm4, [{a0} + {lda}*1 + 64]",
+            "tileloadd tmm5, [{a1} + {lda}*1 + 64]",
+            "tdpbf16ps tmm0, tmm4, tmm6",
+            "tdpbf16ps tmm1, tmm4, tmm7",
+            "tdpbf16ps tmm2, tmm5, tmm6",
+            "tdpbf16ps tmm3, tmm5, tmm7",
+            "tileloadd tmm4, [{a0} + {lda}*1 + 128]",
+            "tileloadd tmm5, [{a1} + {lda}*1 + 128]",
+            "tdpbf16ps tmm0, tmm4, tmm6",
+            "tdpbf16ps tmm1, tmm4, tmm7",
+            "tdpbf16ps tmm2, tmm5, tmm6",
+            "tdpbf16ps tmm3, tmm5, tmm7",
+            "add {a0}, 192",
+            "add {a1}, 192",
+            "add {b}, 2048",
+            "dec {n}",
+            "jnz 2b",
+            "tilestored [{c} + {s}*1], tmm0",
+            "tilestored [{c} + {s}*1 + 1024], tmm1",
+            "tilestored [{c} + {s}*1 + 2048], tmm2",
+            "tilestored [{c} + {s}*1 + 3072], tmm3",
+            a0 = inout(reg) a => _,
+            a1 = inout(reg) a.add(16 * lda) => _,
+            b = inout(reg) b => _,
+            n = inout(reg) steps => _,
+            lda = in(reg) lda,
+            s = in(reg) 64usize,
+            c = in(reg) c,
+            options(nostack),
+        );
+    }
+}
+
+/// Register-only `tdpbf16ps` on six accumulators (no memory operands in the loop).
+///
+/// # Safety
+/// The tile configuration loaded.
+#[cfg(target_arch = "x86_64")]
+unsafe fn dpbf16_loop(iters: usize) {
+    // SAFETY: tile registers only.
+    unsafe {
+        std::arch::asm!(
+            "tilezero tmm0", "tilezero tmm1", "tilezero tmm2", "tilezero tmm3",
+            "tilezero tmm4", "tilezero tmm5", "tilezero tmm6", "tilezero tmm7",
+            "2:",
+            "tdpbf16ps tmm0, tmm6, tmm7",
+            "tdpbf16ps tmm1, tmm6, tmm7",
+            "tdpbf16ps tmm2, tmm6, tmm7",
+            "tdpbf16ps tmm3, tmm6, tmm7",
+            "tdpbf16ps tmm4, tmm6, tmm7",
+            "tdpbf16ps tmm5, tmm6, tmm7",
+            "dec {n}",
+            "jnz 2b",
+            n = inout(reg) iters.max(1) => _,
+            options(nostack, nomem),
+        );
+    }
+}
+
+/// GFLOP/s of `threads` threads running a register-only `tdpbf16ps` loop at once (six 16 x 16
+/// accumulators, 32 inputs a product), best of three runs of `iters` iterations; `None`
+/// without AMX.
+pub fn amx_peak_gflops(threads: usize, iters: usize) -> Option<f64> {
+    if !available() {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let threads = threads.max(1);
+        let mut best = 0.0f64;
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            std::thread::scope(|s| {
+                for _ in 0..threads {
+                    // SAFETY: AMX is available and the tile state granted (checked above).
+                    s.spawn(|| unsafe {
+                        load_config();
+                        dpbf16_loop(iters);
+                    });
+                }
+            });
+            let flops = (threads * iters.max(1)) as f64 * 6.0 * 16.0 * 16.0 * 32.0 * 2.0;
+            best = best.max(flops / t.elapsed().as_secs_f64() / 1e9);
+        }
+        Some(best)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::Array2;
+
+    #[test]
+    fn three_parts_are_exact() {
+        let mut lcg = crate::kernels::Lcg(7);
+        for _ in 0..100_000 {
+            let e = (lcg.unit() * 60.0 - 30.0).exp2();
+            let x = ((lcg.unit() - 0.5) * e) as f32;
+            let [h, m, l] = split3(x);
+            let sum = bf16_value(h) as f64 + bf16_value(m) as f64 + bf16_value(l) as f64;
+            assert_eq!(sum, x as f64, "{x:e}");
+        }
+        for x in [f32::INFINITY, f32::NEG_INFINITY] {
+            assert_eq!(split3(x), [bf16_bits(x), 0, 0]);
+        }
+        assert!(bf16_value(split3(f32::NAN)[0]).is_nan());
+        assert_eq!(bf16_bits(1.0 + 1.0 / 256.0), bf16_bits(1.0)); // a tie: to even
+        assert_eq!(bf16_bits(1.0 + 3.0 / 256.0), bf16_bits(1.0 + 4.0 / 256.0));
+    }
+
+    fn naive(x: &[f32], m: usize, k: usize, w: &Array2<f32>, bias: Option<&[f32]>) -> Vec<f64> {
+        let n = w.nrows();
+        let mut y = vec![0.0; m * n];
+        for i in 0..m {
+            for o in 0..n {
+                let mut s = bias.map_or(0.0, |b| b[o] as f64);
+                for j in 0..k {
+                    s += x[i * k + j] as f64 * w[[o, j]] as f64;
+                }
+                y[i * n + o] = s;
+            }
+        }
+        y
+    }
+
+    /// Against f64 on shapes that hit every edge: rows not a multiple of the tiles, k not a
+    /// multiple of 32, a k longer than one chunk, strided weights; bias and residual.
+    #[test]
+    fn matches_f64_on_edge_shapes() {
+        if !available() {
+            eprintln!("skipped: no AMX");
+            return;
+        }
+        let mut lcg = crate::kernels::Lcg(11);
+        for (m, k, n) in [
+            (1, 1, 1),
+            (5, 31, 17),
+            (33, 64, 70),
+            (64, 1100, 96),
+            (100, 33, 300),
+        ] {
+            let mut rnd = || (lcg.unit() - 0.5) as f32;
+            let wide = Array2::from_shape_fn((n, 2 * k), |_| round_bf16(rnd()));
+            let w = wide.slice(ndarray::s![.., ..;2]);
+            let x: Vec<f32> = (0..m * k).map(|_| rnd()).collect();
+            let bias: Vec<f32> = (0..n).map(|_| rnd()).collect();
+            let res: Vec<f32> = (0..m * n).map(|_| rnd()).collect();
+            let aw = AmxWeight::pack(w, false).expect("bf16-exact");
+            assert_eq!(aw.to_f32(), w.to_owned());
+            let want = naive(&x, m, k, &w.to_owned(), Some(&bias));
+            // f32 by three products: within f32 rounding of a k-term sum
+            let mut y = vec![f32::NAN; m * n];
+            aw.linear(&x, m, Some(&bias), Some(&res), &mut y, Parts::Three);
+            let bound = 4.0 * (k as f64).sqrt() * f32::EPSILON as f64;
+            for i in 0..m * n {
+                let scale: f64 = 1.0
+                    + (0..k)
+                        .map(|j| (x[i / n * k + j] * w[[i % n, j]]).abs() as f64)
+                        .sum::<f64>();
+                let d = (y[i] as f64 - want[i] - res[i] as f64).abs();
+                assert!(
+                    d <= bound * scale,
+                    "{m}x{k}x{n} at {i}: {} vs {}",
+                    y[i],
+                    want[i]
+                );
+            }
+            // bf16: the same product of the rounded inputs
+            let xr: Vec<f32> = x.iter().map(|&v| round_bf16(v)).collect();
+            let want = naive(&xr, m, k, &w.to_owned(), None);
+            aw.linear(&x, m, None, None, &mut y, Parts::One);
+            for i in 0..m * n {
+                let scale: f64 = 1.0
+                    + (0..k)
+                        .map(|j| (xr[i / n * k + j] * w[[i % n, j]]).abs() as f64)
+                        .sum::<f64>();
+                assert!(
+                    (y[i] as f64 - want[i]).abs() <= bound * scale,
+                    "bf16 {m}x{k}x{n} at {i}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn refuses_inexact_weights_unless_rounding() {
+        let w = Array2::from_shape_fn((3, 4), |(i, j)| 0.1 * (i + j) as f32);
+        assert!(AmxWeight::pack(w.view(), false).is_none());
+        let aw = AmxWeight::pack(w.view(), true).unwrap();
+        assert_eq!(aw.to_f32(), w.mapv(round_bf16));
+    }
+
+    #[test]
+    fn propagates_nan_and_inf() {
+        if !available() {
+            return;
+        }
+        let (m, k, n) = (3, 40, 5);
+        let w = Array2::from_shape_fn((n, k), |(i, j)| if (i + j) % 3 == 0 { 0.5 } else { -0.25 });
+        let mut x = vec![1.0f32; m * k];
+        x[k + 3] = f32::INFINITY; // row 1
+        x[2 * k + 7] = f32::NAN; // row 2
+        let aw = AmxWeight::pack(w.view(), false).unwrap();
+        for parts in [Parts::One, Parts::Three] {
+            let mut y = vec![0.0; m * n];
+            aw.linear(&x, m, None, None, &mut y, parts);
+            assert!(y[..n].iter().all(|v| v.is_finite()), "{parts:?}");
+            for o in 0..n {
+                let want = if (o + 3) % 3 == 0 {
+                    f32::INFINITY
+                } else {
+                    f32::NEG_INFINITY
+                };
+                assert_eq!(y[n + o], want, "{parts:?} col {o}");
+                assert!(y[2 * n + o].is_nan(), "{parts:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn peak_runs() {
+        if let Some(g) = amx_peak_gflops(1, 100_000) {
+            assert!(g > 0.0);
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! Which vector and matrix units the CPU kernels use: detected once per process, in one place.
+//!
+//! Levels, from the widest down: `amx` (AMX-TILE + AMX-BF16, and Linux granted the process the
+//! tile state), `avx512-bf16` (AVX512-BF16), `avx512` (AVX-512F: the f32 panel kernel), `generic`
+//! (the `gemm` crate and scalar loops). `GLM5V_CPU_ISA=<level>` forces a lower level, for tests
+//! and for bisecting; a level above what the CPU has falls back to the CPU's own, with a warning.
+//!
+//! Linux gives a process the AMX tile registers only after it asks for them
+//! (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`); without that the first tile
+//! instruction faults. The request is made once, here, before any tile instruction runs; if it
+//! is refused the level is `avx512-bf16` or lower (a normal fallback, not an error).
+
+use std::sync::OnceLock;
+
+/// A kernel level ([`isa`]); ordered, so `isa() >= Isa::Avx512` reads "has AVX-512F".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Isa {
+    /// No AVX-512: the `gemm` crate's runtime-dispatched kernels and scalar loops.
+    Generic,
+    /// AVX-512F: the f32 panel kernel (`kernels::panel`).
+    Avx512,
+    /// AVX-512F and AVX512-BF16 (`vdpbf16ps`); its products run on the f32 panels for now.
+    Avx512Bf16,
+    /// AMX-TILE and AMX-BF16 with the tile state granted: `tdpbf16ps` (`kernels::amx`).
+    Amx,
+}
+
+impl Isa {
+    /// Every level, lowest first.
+    pub const ALL: [Isa; 4] = [Isa::Generic, Isa::Avx512, Isa::Avx512Bf16, Isa::Amx];
+
+    /// The name `GLM5V_CPU_ISA` takes and the bench prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Generic => "generic",
+            Isa::Avx512 => "avx512",
+            Isa::Avx512Bf16 => "avx512-bf16",
+            Isa::Amx => "amx",
+        }
+    }
+
+    /// The level named `s` (as [`Isa::name`] spells it; `avx512-f32` is accepted for `avx512`).
+    pub fn parse(s: &str) -> Option<Isa> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "generic" => Some(Isa::Generic),
+            "avx512" | "avx512-f32" | "avx512f" => Some(Isa::Avx512),
+            "avx512-bf16" | "avx512bf16" => Some(Isa::Avx512Bf16),
+            "amx" => Some(Isa::Amx),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Isa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What [`isa`] decided and why.
+#[derive(Debug, Clone)]
+pub struct IsaChoice {
+    /// The level the kernels use.
+    pub isa: Isa,
+    /// The highest level this CPU and kernel allow.
+    pub hardware: Isa,
+    /// A problem with `GLM5V_CPU_ISA` (unknown name, or a level above the hardware), if any.
+    pub warning: Option<String>,
+}
+
+static CHOICE: OnceLock<IsaChoice> = OnceLock::new();
+
+/// The level the CPU kernels use in this process (detected on the first call; the tile state
+/// is requested then).
+pub fn isa() -> Isa {
+    choice().isa
+}
+
+/// [`isa`] with the hardware level and any warning about `GLM5V_CPU_ISA`. The warning is
+/// printed to stderr once, on the first call.
+pub fn choice() -> &'static IsaChoice {
+    CHOICE.get_or_init(|| {
+        let hardware = hardware();
+        let forced = std::env::var("GLM5V_CPU_ISA").ok();
+        let c = decide(hardware, forced.as_deref());
+        if let Some(w) = &c.warning {
+            eprintln!("glm5v: {w}");
+        }
+        c
+    })
+}
+
+/// The level for `hardware` and the value of `GLM5V_CPU_ISA` (`None`: unset).
+pub fn decide(hardware: Isa, forced: Option<&str>) -> IsaChoice {
+    let (isa, warning) = match forced.map(str::trim).filter(|s| !s.is_empty()) {
+        None => (hardware, None),
+        Some(s) => match Isa::parse(s) {
+            None => (
+                hardware,
+                Some(format!(
+                    "GLM5V_CPU_ISA={s} is not one of generic, avx512, avx512-bf16, amx; \
+                     using {hardware}"
+                )),
+            ),
+            Some(want) if want > hardware => (
+                hardware,
+                Some(format!(
+                    "GLM5V_CPU_ISA={s}: this CPU (or its kernel) runs at most {hardware}; using it"
+                )),
+            ),
+            Some(want) => (want, None),
+        },
+    };
+    IsaChoice {
+        isa,
+        hardware,
+        warning,
+    }
+}
+
+/// The highest level this CPU supports, with the tile state requested for AMX.
+fn hardware() -> Isa {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if !std::arch::is_x86_feature_detected!("avx512f") {
+            return Isa::Generic;
+        }
+        // leaf 7 exists wherever AVX-512F does
+        let l7 = std::arch::x86_64::__cpuid_count(7, 0);
+        let l7_1 = std::arch::x86_64::__cpuid_count(7, 1);
+        let amx_bf16 = l7.edx & (1 << 22) != 0;
+        let amx_tile = l7.edx & (1 << 24) != 0;
+        let avx512_bf16 = l7_1.eax & (1 << 5) != 0;
+        if amx_bf16 && amx_tile && request_tile_state() {
+            Isa::Amx
+        } else if avx512_bf16 {
+            Isa::Avx512Bf16
+        } else {
+            Isa::Avx512
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        Isa::Generic
+    }
+}
+
+/// Asks Linux for the AMX tile data state (`ARCH_REQ_XCOMP_PERM` for `XFEATURE_XTILEDATA`);
+/// true when granted. Elsewhere (not Linux) false: AMX stays unused.
+#[cfg(target_arch = "x86_64")]
+fn request_tile_state() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+        const XFEATURE_XTILEDATA: libc::c_long = 18;
+        // SAFETY: arch_prctl with these arguments only changes the process's permitted XSAVE
+        // features; it reads and writes no memory of ours.
+        unsafe {
+            libc::syscall(
+                libc::SYS_arch_prctl,
+                ARCH_REQ_XCOMP_PERM,
+                XFEATURE_XTILEDATA,
+            ) == 0
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for i in Isa::ALL {
+            assert_eq!(Isa::parse(i.name()), Some(i));
+        }
+        assert_eq!(Isa::parse(" AVX512-F32 "), Some(Isa::Avx512));
+        assert_eq!(Isa::parse("sse"), None);
+    }
+
+    #[test]
+    fn forcing_only_lowers() {
+        let c = decide(Isa::Avx512, Some("amx"));
+        assert_eq!(c.isa, Isa::Avx512);
+        assert!(c.warning.unwrap().contains("at most avx512"));
+        let c = decide(Isa::Amx, Some("avx512"));
+        assert_eq!((c.isa, c.warning), (Isa::Avx512, None));
+        let c = decide(Isa::Amx, Some("fast"));
+        assert_eq!(c.isa, Isa::Amx);
+        assert!(c.warning.unwrap().contains("GLM5V_CPU_ISA=fast"));
+        let c = decide(Isa::Amx, Some(""));
+        assert_eq!((c.isa, c.warning), (Isa::Amx, None));
+    }
+
+    /// On a CPU that lists AMX, the process gets the tile state (the CI machines do).
+    #[test]
+    fn amx_is_granted_where_the_cpu_lists_it() {
+        let listed = std::fs::read_to_string("/proc/cpuinfo")
+            .map(|s| s.contains(" amx_bf16") && s.contains(" amx_tile"))
+            .unwrap_or(false);
+        if listed && std::env::var("GLM5V_CPU_ISA").is_err() {
+            assert_eq!(choice().hardware, Isa::Amx);
+        }
+    }
+}
