@@ -75,7 +75,10 @@ pub fn diff(
         (None, Some(x)) => TolerancePick::Rtol(x),
         (None, None) => TolerancePick::default(),
     };
-    let (da, db) = (open("<a: taps in memory>", a)?, open("<b: taps in memory>", b)?);
+    let (da, db) = (
+        open("<a: taps in memory>", a)?,
+        open("<b: taps in memory>", b)?,
+    );
     let report = py
         .detach(|| compare_dumps(&da, &db, pick))
         .map_err(conformance_err)?;

@@ -23,6 +23,7 @@ from ._errors import (
     TapsError,
     VideoError,
 )
+from . import taps, testing
 from .diff import DiffReport, TapResult, diff
 from .embedder import Embedder, EmbedResult, ImageSpan
 from .processor import (
