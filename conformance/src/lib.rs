@@ -8,15 +8,35 @@
 //! - [`bisect`]: two backends on one batch, each stage's own error next to the error it inherited.
 //! - [`suite`], [`prep_suite`]: the committed fixtures, run (`glm5v conformance`).
 //!
-//! ```no_run
+//! Our CPU forward of the tiny fixture checkpoint against upstream's taps of the same image
+//! (what `glm5v embed --taps` followed by `glm5v diff` does):
+//!
+//! ```
 //! use glm5v_conformance::{TapDump, TolerancePick, compare_dumps, render};
-//! let ours = TapDump::open("ours.safetensors".as_ref())?;
-//! let upstream = TapDump::open("upstream.safetensors".as_ref())?;
-//! let report = compare_dumps(&ours, &upstream, TolerancePick::default())?;
+//! use glm5v_prep::ImageSource;
+//! use glm5v_reference::{DumpSink, EmbedOptions, Embedder, TapFilter};
+//!
+//! let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/tower");
+//! let embedder = Embedder::load(format!("{fixtures}/tiny").as_ref(), EmbedOptions::default())?;
+//! let image = ImageSource::from_arg(&format!("{fixtures}/inputs/scene_112x140.png"));
+//!
+//! // every tap of our forward, to a dump file
+//! let dir = tempfile::tempdir()?;
+//! let ours = dir.path().join("ours.safetensors");
+//! let mut sink = DumpSink::create(&ours, TapFilter::all())?;
+//! embedder.embed_images_with(&[image], Some(&mut sink), None)?;
+//! sink.finish()?;
+//!
+//! // A is the candidate, B the reference; the default preset is f32-vs-upstream
+//! let upstream = TapDump::open(format!("{fixtures}/tiny/taps.safetensors").as_ref())?;
+//! let report = compare_dumps(&TapDump::open(&ours)?, &upstream, TolerancePick::default())?;
+//! assert!(report.passed && report.first_divergence.is_none());
+//! assert_eq!(report.taps.len(), 3 + 2 * 9 + 2 + 7); // every tap of the 2-block tower
 //! print!("{}", render::table(&report));
-//! # Ok::<(), glm5v_conformance::ConformanceError>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 pub mod bisect;
+pub mod corpus;
 pub mod dump;
 pub mod error;
 pub mod metrics;

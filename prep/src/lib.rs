@@ -107,6 +107,25 @@ pub fn plan_dims(input: String, height: usize, width: usize, opts: &PrepOptions)
 }
 
 /// Plans an image from its header only ([`probe`]); no pixels are decoded.
+///
+/// What `glm5v plan` prints: the canvas the processor will pad to, the content size it
+/// resizes to, the grid and the number of `<|image|>` tokens, known before any decoding (an
+/// image over PIL's pixel limit is refused here, from its header).
+///
+/// ```
+/// use glm5v_prep::{ImageSource, PrepOptions, plan_image};
+///
+/// let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/prep/images/large_3264x2448.jpg");
+/// let plan = plan_image(&ImageSource::from_arg(path), &PrepOptions::default())?;
+///
+/// assert_eq!((plan.width, plan.height), (3264, 2448));
+/// // scaled down to fit the budget of 8000 merged tokens, then padded to whole 28-pixel blocks
+/// assert_eq!((plan.content_width, plan.content_height), (2874, 2156));
+/// assert_eq!((plan.canvas_width, plan.canvas_height), (2884, 2156));
+/// assert_eq!(plan.grid_thw, [1, 154, 206]); // in 14-pixel patches
+/// assert_eq!(plan.tokens, 154 * 206 / 4); // 7931 <|image|> placeholders
+/// # Ok::<(), glm5v_prep::PrepError>(())
+/// ```
 pub fn plan_image(src: &ImageSource, opts: &PrepOptions) -> Result<Plan> {
     let hdr = probe(src, &opts.decode)?;
     plan_dims(src.name(), hdr.height as usize, hdr.width as usize, opts)
@@ -121,6 +140,36 @@ pub fn plan_image(src: &ImageSource, opts: &PrepOptions) -> Result<Plan> {
 /// into the batch's single buffer (`pixels::write_image_rows`), each value once; a JPEG is
 /// resized horizontally as it is decoded, and a PNG used at its own size is normalised band by
 /// band while the rest of it is inflated (`decode::decode_for_prep`).
+///
+/// ```
+/// use glm5v_prep::{ImageSource, PrepOptions, prep_images, read_prep_safetensors};
+///
+/// let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/prep");
+/// // An EXIF-rotated JPEG and a 1x600 sliver (scaled up to the token minimum), in one batch.
+/// let batch = prep_images(
+///     &[
+///         ImageSource::from_arg(&format!("{fixtures}/images/jpeg_exif_6.jpg")),
+///         ImageSource::from_arg(&format!("{fixtures}/images/sliver_1x600.png")),
+///     ],
+///     &PrepOptions::default(),
+/// )?;
+/// assert_eq!(batch.patch_dim, 1176);
+/// assert_eq!(batch.image_grid_thw.len(), 2);
+///
+/// // The same values, bit for bit, as upstream's `Glm5NextImageProcessor` returned for each
+/// // (committed in the fixtures).
+/// let mut rows = 0;
+/// for (i, name) in ["jpeg_exif_6", "sliver_1x600"].iter().enumerate() {
+///     let upstream = read_prep_safetensors(format!("{fixtures}/expected/{name}.safetensors"))?;
+///     assert_eq!(upstream.image_grid_thw, [batch.image_grid_thw[i]]);
+///     let n = upstream.pixel_values.len();
+///     let ours = &batch.pixel_values[rows..rows + n];
+///     assert!(ours.iter().zip(&upstream.pixel_values).all(|(a, b)| a.to_bits() == b.to_bits()));
+///     rows += n;
+/// }
+/// assert_eq!(rows, batch.pixel_values.len());
+/// # Ok::<(), glm5v_prep::PrepError>(())
+/// ```
 pub fn prep_images(srcs: &[ImageSource], opts: &PrepOptions) -> Result<PixelBatch> {
     let p = &opts.image;
     p.validate("image options")?;
