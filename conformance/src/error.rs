@@ -38,7 +38,7 @@ pub enum ConformanceError {
         dtype: String,
         shape: Vec<usize>,
     },
-    #[error("unknown tolerance preset `{0}` (known: f32-vs-upstream, gpu-f32, gpu-bf16)")]
+    #[error("unknown tolerance preset `{0}` (known: f32-vs-upstream, gpu-f32, gpu-bf16, cpu-bf16)")]
     UnknownPreset(String),
     #[error("invalid tolerance: {0}")]
     InvalidTolerance(String),

@@ -55,6 +55,12 @@ fn as_rows<F>(v: &[F], cols: usize) -> ArrayView2<'_, F> {
     ArrayView2::from_shape((v.len().checked_div(cols).unwrap_or(0), cols), v).expect("whole rows")
 }
 
+/// Every value rounded to bf16 (to nearest even), in place.
+fn round_all<F: Real>(v: &mut [F]) {
+    v.iter_mut()
+        .for_each(|x| *x = crate::kernels::gemm::round_bf16(*x));
+}
+
 /// `buf` as a slice of `len` (grown once; contents are overwritten by the caller).
 fn sized<F: Real>(buf: &mut Vec<F>, len: usize) -> &mut [F] {
     if buf.len() != len {
@@ -69,6 +75,8 @@ pub struct CpuTower<F: Real> {
     /// The norms, biases and config (the `Linear` weight arrays are moved into `lin`).
     weights: TowerWeights<F>,
     lin: Linears<F>,
+    /// The bf16 mode ([`CpuTower::new_bf16`]).
+    bf16: bool,
 }
 
 /// The `Linear` weights of a tower, each as its forward uses it (see [`LinearWeight`]).
@@ -119,8 +127,31 @@ fn to_f32<F: Real>(x: Array2<F>) -> Array2<f32> {
 impl<F: Real> CpuTower<F> {
     /// Takes the weights; each `Linear` weight is repacked for the panel kernel where `F` has
     /// one on this CPU (f32 with AVX-512), moving it out of `weights` (one copy in memory).
-    pub fn new(mut weights: TowerWeights<F>) -> Self {
-        let take = |w: &mut Array2<F>| LinearWeight::new(std::mem::take(w));
+    pub fn new(weights: TowerWeights<F>) -> Self {
+        Self::build(weights, false)
+    }
+
+    /// The bf16 mode, the GPU's bf16 policy for the products: every `Linear` weight rounded to
+    /// bf16 once (a bf16 checkpoint's values already are), the inputs of every `Linear` product
+    /// rounded to bf16 and the products accumulated in f32 (AMX `tdpbf16ps`, else AVX512-BF16
+    /// `vdpbf16ps`, else the same products on the f32 kernels); the residual stream, norms,
+    /// rope, activations and attention in f32. (Attention has no bf16 kernel on the CPU yet, so
+    /// rounding its q, k and v would cost accuracy and buy nothing: on the full-geometry fixture
+    /// the worst tap goes from 1.90e-2 to 2.02e-2 with them rounded. `GLM5V_CPU_BF16_ATTN=1`
+    /// rounds them, to measure what a bf16 attention kernel will cost.)
+    pub fn new_bf16(weights: TowerWeights<F>) -> Self {
+        Self::build(weights, true)
+    }
+
+    fn build(mut weights: TowerWeights<F>, bf16: bool) -> Self {
+        let take = |w: &mut Array2<F>| {
+            let w = std::mem::take(w);
+            if bf16 {
+                LinearWeight::new_bf16(w)
+            } else {
+                LinearWeight::new(w)
+            }
+        };
         let blocks = weights
             .blocks
             .iter_mut()
@@ -139,7 +170,15 @@ impl<F: Real> CpuTower<F> {
             m_gate_up: take(&mut weights.merger.gate_up_w),
             m_down: take(&mut weights.merger.down_w),
         };
-        Self { weights, lin }
+        Self { weights, lin, bf16 }
+    }
+
+    /// Which kernel runs the blocks' products (`"amx"`, `"avx512-bf16"`, `"panels"`, `"gemm"`).
+    pub fn kernel(&self) -> &'static str {
+        self.lin
+            .blocks
+            .first()
+            .map_or(self.lin.patch.kernel(), |b| b.qkv.kernel())
     }
 
     /// Load-time warnings of the weights (non-finite values), each naming its tensor.
@@ -250,6 +289,13 @@ impl<F: Real> CpuTower<F> {
                 normed.slice(s![.., d..]),
             );
         }
+        if self.bf16 && std::env::var("GLM5V_CPU_BF16_ATTN").as_deref() == Ok("1") {
+            // attention's products take bf16 q, k and v (the GPU's bf16 attention inputs)
+            round_all(qk);
+            let qkv = &mut qkv_buf[..n * 3 * d];
+            team::for_each_chunk_mut(qkv, 3 * d, |_, row| round_all(&mut row[2 * d..]));
+        }
+        let qkv = as_rows(&qkv_buf[..n * 3 * d], 3 * d); // [N, 3D]
         let qk = as_rows(qk, 2 * d);
         let (q, k) = (qk.slice(s![.., ..d]), qk.slice(s![.., d..]));
         let scale = F::from_f64((cfg.head_dim() as f64).powf(-0.5));
@@ -387,7 +433,12 @@ impl<F: Real> Tower for CpuTower<F> {
     }
 
     fn describe(&self) -> String {
-        format!("reference {}", F::NAME)
+        let isa = crate::kernels::isa::isa();
+        if self.bf16 {
+            format!("reference bf16 ({}, {isa})", self.kernel())
+        } else {
+            format!("reference {} ({}, {isa})", F::NAME, self.kernel())
+        }
     }
 
     fn patch_embed(&self, pixel_values: ArrayView2<f32>) -> Result<Array2<f32>, TowerError> {

@@ -23,6 +23,28 @@ pub enum Precision {
     F32,
     /// Everything in f64: slower, the tighter oracle.
     F64,
+    /// The GPU's bf16 policy on the CPU ([`CpuTower::new_bf16`]): bf16 weights and product
+    /// inputs, f32 accumulation and f32 everywhere else; on the CPU's matrix unit (AMX) or its
+    /// bf16 dot products (AVX512-BF16) where it has them.
+    Bf16,
+}
+
+impl Precision {
+    /// The name the CLI takes and tap dumps record: `f32`, `f64` or `bf16`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F64 => "f64",
+            Precision::Bf16 => "bf16",
+        }
+    }
+
+    /// The precision named `s` ([`Precision::name`]).
+    pub fn parse(s: &str) -> Option<Precision> {
+        [Precision::F32, Precision::F64, Precision::Bf16]
+            .into_iter()
+            .find(|p| p.name() == s)
+    }
 }
 
 /// Which threads run the forward.
@@ -112,6 +134,11 @@ impl Embedder {
                     let mut w = TowerWeights::<f64>::load(dir)?;
                     let warnings = std::mem::take(&mut w.warnings);
                     (Box::new(CpuTower::new(w)), warnings)
+                }
+                Precision::Bf16 => {
+                    let mut w = TowerWeights::<f32>::load(dir)?;
+                    let warnings = std::mem::take(&mut w.warnings);
+                    (Box::new(CpuTower::new_bf16(w)), warnings)
                 }
             })
         };

@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 /// (the local error: what the stage adds by itself). A drifting kernel stands out by its local
 /// error even when the drift inherited from earlier stages is already large.
 ///
-/// Backends: cpu-f32, cpu-f64 (the tighter oracle), gpu-f32, gpu-bf16.
+/// Backends: cpu-f32, cpu-f64 (the tighter oracle), cpu-bf16 (the CPU's bf16 mode), gpu-f32,
+/// gpu-bf16.
 #[derive(clap::Args)]
 pub struct Args {
     /// Checkpoint directory.
@@ -33,7 +34,7 @@ pub struct Args {
     json: bool,
 }
 
-const BACKENDS: [&str; 4] = ["cpu-f32", "cpu-f64", "gpu-f32", "gpu-bf16"];
+const BACKENDS: [&str; 5] = ["cpu-f32", "cpu-f64", "cpu-bf16", "gpu-f32", "gpu-bf16"];
 
 fn load(spec: &str, dir: &Path) -> anyhow::Result<Box<dyn Tower>> {
     let ctx = || format!("{spec}: loading {}", dir.display());
@@ -43,6 +44,9 @@ fn load(spec: &str, dir: &Path) -> anyhow::Result<Box<dyn Tower>> {
         )),
         "cpu-f64" => Box::new(CpuTower::new(
             TowerWeights::<f64>::load(dir).with_context(ctx)?,
+        )),
+        "cpu-bf16" => Box::new(CpuTower::new_bf16(
+            TowerWeights::<f32>::load(dir).with_context(ctx)?,
         )),
         "gpu-f32" | "gpu-bf16" => {
             let precision = if spec == "gpu-f32" {

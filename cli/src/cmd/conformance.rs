@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 ///
 /// Prep fixtures (fixtures/prep): our prep pipeline against upstream's processors, bit for bit.
 /// Tower fixtures (fixtures/tower/*/fixture.json): the backend's taps against upstream's dump,
-/// tap by tap (f32-vs-upstream for the CPU; gpu-f32 and gpu-bf16 for the GPU, plus the GPU
+/// tap by tap (f32-vs-upstream for the CPU, and cpu-bf16 for its bf16 mode; gpu-f32 and gpu-bf16 for the GPU, plus the GPU
 /// against the CPU oracle). Synthetic checkpoints that are not committed are regenerated and
 /// checked against their recorded content hash. Without a CUDA device, GPU checks are reported
 /// as skipped, never as passed.
@@ -43,6 +43,11 @@ pub struct Args {
 fn cpu_f32(dir: &Path) -> Result<Box<dyn Tower>, String> {
     let w = TowerWeights::<f32>::load(dir).map_err(|e| e.to_string())?;
     Ok(Box::new(CpuTower::new(w)))
+}
+
+fn cpu_bf16(dir: &Path) -> Result<Box<dyn Tower>, String> {
+    let w = TowerWeights::<f32>::load(dir).map_err(|e| e.to_string())?;
+    Ok(Box::new(CpuTower::new_bf16(w)))
 }
 
 fn gpu(precision: glm5v_gpu::Precision) -> impl Fn(&Path) -> Result<Box<dyn Tower>, String> {
@@ -109,13 +114,22 @@ pub fn run(args: Args) -> CmdResult {
         for fx in fixtures.iter().filter(|f| keep(&f.name)) {
             let mut rs = Vec::new();
             match &gpu_state {
-                None => rs.push(check_tower_fixture(
-                    fx,
-                    &args.scratch,
-                    "cpu f32 vs upstream",
-                    &cpu_f32,
-                    Preset::F32VsUpstream,
-                )),
+                None => {
+                    rs.push(check_tower_fixture(
+                        fx,
+                        &args.scratch,
+                        "cpu f32 vs upstream",
+                        &cpu_f32,
+                        Preset::F32VsUpstream,
+                    ));
+                    rs.push(check_tower_fixture(
+                        fx,
+                        &args.scratch,
+                        "cpu bf16 vs upstream",
+                        &cpu_bf16,
+                        Preset::CpuBf16,
+                    ));
+                }
                 Some(Err(e)) => {
                     let why = format!("no CUDA device: {e}");
                     for c in [

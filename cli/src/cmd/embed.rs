@@ -24,9 +24,14 @@ pub struct Args {
     /// Where the tower runs: cpu (the reference) or gpu (CUDA device 0).
     #[arg(long, default_value = "cpu", value_parser = ["cpu", "gpu"])]
     backend: String,
-    /// Arithmetic: f32 (upstream's path; the GPU's parity mode), f64 (CPU oracle only), bf16 (GPU only).
-    #[arg(long, default_value = "f32", value_parser = ["f32", "f64", "bf16"])]
-    precision: String,
+    /// Arithmetic: f32 (upstream's path; on the GPU its parity mode), f64 (the CPU oracle only),
+    /// bf16 (bf16 weights and product inputs, f32 accumulation: fastest on both backends).
+    /// Default: f32 on the CPU, bf16 on the GPU.
+    #[arg(long, value_parser = ["f32", "f64", "bf16"])]
+    precision: Option<String>,
+    /// Say which kernels ran (backend, precision, CPU instruction set) and how long it took.
+    #[arg(short, long)]
+    verbose: bool,
     /// Worker threads (default: all cores, or RAYON_NUM_THREADS).
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
@@ -44,14 +49,18 @@ pub fn run(args: Args) -> CmdResult {
     Ok(embed(args)?)
 }
 
-fn embed(args: Args) -> anyhow::Result<()> {
+fn embed(mut args: Args) -> anyhow::Result<()> {
+    let precision = args
+        .precision
+        .take()
+        .unwrap_or_else(|| if args.backend == "gpu" { "bf16" } else { "f32" }.to_string());
     let threads = match args.threads {
         None => Threads::Global,
         Some(0) => bail!("--threads must be at least 1"),
         Some(n) => Threads::Count(n),
     };
     let embedder = if args.backend == "gpu" {
-        let precision = match args.precision.as_str() {
+        let precision = match precision.as_str() {
             "bf16" => glm5v_gpu::Precision::Bf16,
             "f32" => glm5v_gpu::Precision::F32,
             _ => bail!(
@@ -62,18 +71,20 @@ fn embed(args: Args) -> anyhow::Result<()> {
             .with_context(|| format!("--backend gpu: loading {}", args.model.display()))?;
         Embedder::from_tower(Box::new(tower), threads)?
     } else {
-        let precision = match args.precision.as_str() {
-            "f32" => Precision::F32,
-            "f64" => Precision::F64,
-            _ => bail!(
-                "--precision bf16 runs only on the GPU backend (--backend gpu); the CPU tower computes in f32 or f64"
-            ),
-        };
+        let precision = Precision::parse(&precision)
+            .with_context(|| format!("--precision {precision}: not f32, f64 or bf16"))?;
         Embedder::load(&args.model, EmbedOptions { precision, threads })
             .with_context(|| format!("loading {}", args.model.display()))?
     };
     for w in embedder.warnings() {
         eprintln!("glm5v: warning: {w}");
+    }
+    if args.verbose {
+        eprintln!(
+            "glm5v: {} backend, {precision}: {}",
+            args.backend,
+            embedder.tower().describe()
+        );
     }
     let batch: Batch = args.input.load(Some(&args.model))?;
 
@@ -83,7 +94,7 @@ fn embed(args: Args) -> anyhow::Result<()> {
             out::check_dir(p)?;
             let mut s = DumpSink::create(p, TapFilter::all())
                 .with_context(|| format!("cannot write {}", p.display()))?;
-            s.set_metadata("precision", &args.precision);
+            s.set_metadata("precision", &precision);
             s.set_metadata("checkpoint", &args.model.display().to_string());
             s.set_metadata(
                 "producer",
@@ -127,6 +138,13 @@ fn embed(args: Args) -> anyhow::Result<()> {
     );
     bar.finish_and_clear();
     let emb = result.context("running the tower")?;
+    if args.verbose {
+        eprintln!(
+            "glm5v: forward of {} tokens in {:.3} s",
+            batch.pixel_values.nrows(),
+            start.elapsed().as_secs_f64()
+        );
+    }
 
     // embeddings + grids, all at once
     let e = emb.embeddings.as_standard_layout();
@@ -168,7 +186,7 @@ fn embed(args: Args) -> anyhow::Result<()> {
     let mut meta = HashMap::new();
     meta.insert("producer".to_string(), "glm5v".to_string());
     meta.insert("version".to_string(), env!("CARGO_PKG_VERSION").to_string());
-    meta.insert("precision".to_string(), args.precision.clone());
+    meta.insert("precision".to_string(), precision.clone());
     meta.insert("checkpoint".to_string(), args.model.display().to_string());
     meta.insert(
         "items".to_string(),
