@@ -1,4 +1,4 @@
-//! Reading a tap dump (the tap-dump layout: README, "File formats"): one safetensors file of 2-D taps, the inputs
+//! Reading a tap dump (the tap-dump layout: docs/CONFORMANCE.md, "File formats"): one safetensors file of 2-D taps, the inputs
 //! (`pixel_values`, `image_grid_thw`, video counterparts) and `__metadata__`.
 //!
 //! The file is read once into memory; tap values are converted to f64 only when a tap is compared,

@@ -1,6 +1,6 @@
 //! Conformance of GLM-5.3-Flash vision tower implementations: the one comparison engine.
 //!
-//! - [`dump`]: reading tap dumps (the tap-dump layout: README, "File formats").
+//! - [`dump`]: reading tap dumps (the tap-dump layout: docs/CONFORMANCE.md, "File formats").
 //! - [`metrics`]: per-tap max |diff|, relative L2 (f64), cosine, worst element, NaN/Inf agreement.
 //! - [`tolerance`]: every tolerance preset of the project, each with its reason.
 //! - [`order`]: forward order of taps, so the first failing tap is the divergence point.

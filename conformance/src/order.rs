@@ -1,4 +1,4 @@
-//! Forward order of tap names (the tap-dump layout: README, "File formats"), so that the first tap over tolerance is
+//! Forward order of tap names (the tap-dump layout: docs/CONFORMANCE.md, "File formats"), so that the first tap over tolerance is
 //! the point where the numbers diverge, and the depth coordinate used by the plot.
 
 use glm5v_reference::taps::{BLOCK_PARTS, HEAD_TAPS};
