@@ -1,7 +1,7 @@
 //! `cargo xtask conformance`: every check the project has, one summary table at the end.
 
 use crate::util::{cargo, repo_root, run_status, run_tee, target_dir};
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -90,8 +90,9 @@ struct Row {
 pub fn run(args: &[String]) -> Result<bool> {
     let backend = match args {
         [] => "cpu",
+        [flag] if flag == "--corpus" => return run_corpus(&repo_root()),
         [flag, b] if flag == "--backend" && (b == "cpu" || b == "gpu") => b.as_str(),
-        _ => bail!("usage: cargo xtask conformance [--backend cpu|gpu]"),
+        _ => bail!("usage: cargo xtask conformance [--backend cpu|gpu | --corpus]"),
     };
     let root = repo_root();
     let mut rows: Vec<Row> = Vec::new();
@@ -186,6 +187,112 @@ pub fn run(args: &[String]) -> Result<bool> {
 
     print_summary(&rows, fixture_summary.as_ref(), ok);
     Ok(ok)
+}
+
+/// `--corpus`: the Pillow 13.0.0 corpus suite (`conformance/tests/corpus.rs`). Fetches the sdist
+/// that `fixtures/corpus/corpus.json` names into `<target>/corpus/` when it is absent (`pip
+/// download` from PyPI, with `$GLM5V_PYTHON` or `python3`), checks its sha256, unpacks its test
+/// images once (`tar`), then runs the suite's test in release with `GLM5V_CORPUS_DIR` set.
+fn run_corpus(root: &Path) -> Result<bool> {
+    let t0 = Instant::now();
+    let manifest = root.join("fixtures/corpus/corpus.json");
+    let text = std::fs::read_to_string(&manifest)
+        .with_context(|| format!("cannot read {}", manifest.display()))?;
+    let v: Value = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not valid JSON", manifest.display()))?;
+    let field = |k: &str| -> Result<String> {
+        v["sdist"][k]
+            .as_str()
+            .map(str::to_string)
+            .with_context(|| format!("{}: no sdist.{k}", manifest.display()))
+    };
+    let (requirement, file, want) = (field("requirement")?, field("file")?, field("sha256")?);
+    let images_root = v["root"]
+        .as_str()
+        .with_context(|| format!("{}: no root", manifest.display()))?
+        .to_string();
+    let dir = target_dir(root).join("corpus");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let sdist = dir.join(&file);
+    if !sdist.exists() {
+        let python = std::env::var_os("GLM5V_PYTHON").unwrap_or_else(|| "python3".into());
+        let mut pip = Command::new(python);
+        pip.args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-binary",
+            "pillow",
+        ])
+        .arg(&requirement)
+        .arg("-d")
+        .arg(&dir);
+        if !run_status(pip)? || !sdist.exists() {
+            bail!(
+                "could not download {requirement} ({file}) from PyPI into {}",
+                dir.display()
+            );
+        }
+    }
+    let have = sha256_file(&sdist)?;
+    if have != want {
+        bail!(
+            "{}: sha256 {have}, corpus.json says {want}: delete it and rerun",
+            sdist.display()
+        );
+    }
+    let stamp = dir.join(format!(".unpacked-{want}"));
+    let images = dir.join(&images_root);
+    if !stamp.exists() {
+        let _ = std::fs::remove_dir_all(dir.join(images_root.split('/').next().unwrap_or("")));
+        let mut tar = Command::new("tar");
+        tar.arg("-xzf")
+            .arg(&sdist)
+            .arg("-C")
+            .arg(&dir)
+            .arg(&images_root);
+        if !run_status(tar)? {
+            bail!("could not unpack {images_root} from {}", sdist.display());
+        }
+        std::fs::write(&stamp, b"")?;
+    }
+    let mut cmd = cargo();
+    cmd.current_dir(root)
+        .args([
+            "test",
+            "--release",
+            "-p",
+            "glm5v-conformance",
+            "--test",
+            "corpus",
+        ])
+        .args(["--", "--include-ignored", "--nocapture"])
+        .env("GLM5V_CORPUS_DIR", &images);
+    let (ok, lines) = run_tee(cmd)?;
+    let detail = lines
+        .iter()
+        .find(|l| l.contains(" files in ") && l.contains("problems"))
+        .cloned()
+        .unwrap_or_else(|| "no summary line (see the output above)".into());
+    println!(
+        "\n==================== corpus summary ====================\n\
+         corpus ({requirement} Tests/images)  {}  {:.1} s  {detail}\n\nresult: {}",
+        if ok { "pass" } else { "FAIL" },
+        t0.elapsed().as_secs_f64(),
+        if ok { "PASS" } else { "FAIL" }
+    );
+    Ok(ok)
+}
+
+/// Hex sha256 of a file.
+fn sha256_file(path: &Path) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(Sha256::digest(&data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
 }
 
 fn fixture_line(v: &Value) -> String {

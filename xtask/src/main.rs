@@ -24,6 +24,9 @@ usage: cargo xtask <task>
 tasks:
   conformance [--backend cpu|gpu]   fixtures --check, cargo test --workspace --release,
                                     glm5v conformance; ends with one summary table
+  conformance --corpus              Pillow 13.0.0's Tests/images against upstream's verdicts
+                                    (fixtures/corpus; fetches the sdist from PyPI into
+                                    target/corpus/ once; a table per format)
   mutants-lite                      apply deliberate mistakes to the CPU reference in a scratch
                                     copy and check that the tower fixtures fail for each (slow)
   fuzz [--seconds N] [TARGET...]    run the cargo-fuzz targets of fuzz/ for N seconds each
