@@ -7,10 +7,12 @@
 //!   release, then `glm5v conformance`; one summary table; non-zero on any failure.
 //! - `cargo xtask fixtures --check`: the committed fixtures match their manifests (no Python).
 //! - `cargo xtask bench prep|cpu`: benchmarks against upstream (needs the Python venv).
+//! - `cargo xtask docs-check`: the README's and docs' blocks marked `check` still run.
 //! - `cargo xtask mutants-lite`: deliberate mistakes in a scratch copy; the fixtures must catch each.
 
 mod bench;
 mod conformance;
+mod docs_check;
 mod fixtures;
 mod fuzz;
 mod mutants;
@@ -32,6 +34,8 @@ tasks:
   fuzz [--seconds N] [TARGET...]    run the cargo-fuzz targets of fuzz/ for N seconds each
                                     (default 60; needs cargo-fuzz)
   fixtures --check                  verify committed fixtures against their manifests
+  docs-check [--list]               run the README's and docs/'s code blocks marked `check`
+                                    (cheap commands on the fixtures, the Rust example, Python)
   bench prep|cpu|gpu [OPTIONS]      glm5v bench: ours against upstream transformers (needs the
                                     venv: $GLM5V_VENV or /work/venv with torch, else a python3
                                     with torch; else skipped); gpu: CUDA device, else skipped;
@@ -45,6 +49,7 @@ fn main() -> ExitCode {
         Some("fixtures") => fixtures_cmd(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("mutants-lite") => mutants::run(&args[1..]),
+        Some("docs-check") => docs_check::run(&args[1..]),
         Some("fuzz") => fuzz_cmd(&args[1..]),
         Some("-h" | "--help" | "help") => {
             print!("{USAGE}");
@@ -86,7 +91,7 @@ fn fuzz_cmd(args: &[String]) -> anyhow::Result<bool> {
 fn fixtures_cmd(args: &[String]) -> anyhow::Result<bool> {
     if args != ["--check"] {
         anyhow::bail!(
-            "usage: cargo xtask fixtures --check (regenerating fixtures needs the Python venv: see README)"
+            "usage: cargo xtask fixtures --check (regenerating fixtures needs the Python venv: see fixtures/README.md)"
         );
     }
     Ok(conformance::fixtures_check(&util::repo_root())?.ok)
