@@ -349,6 +349,21 @@ pub struct CorpusReport {
     pub secs: f64,
 }
 
+/// The rule a file breaks, as its `corpus_known.tsv` outcome; `None` when it keeps them all.
+fn departure(r: &FileResult) -> Option<&'static str> {
+    match &r.outcome {
+        Outcome::Exact | Outcome::NoVerdict => None,
+        Outcome::Differs { .. } => Some("differs"),
+        Outcome::OnlyWeAccept => Some("only-we-accept"),
+        Outcome::Refused { named: false, .. } | Outcome::BothRefuse { named: false, .. } => {
+            Some("unnamed")
+        }
+        Outcome::Refused { .. } if r.in_read_format => Some("refused"),
+        Outcome::Refused { .. } | Outcome::BothRefuse { .. } => None,
+        Outcome::BadFile(_) | Outcome::Panic(_) => Some(r.outcome.key()),
+    }
+}
+
 /// One row of the per-format table.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counts {
@@ -442,22 +457,31 @@ impl CorpusReport {
         s
     }
 
+    /// `corpus_known.tsv` as this run would have it: every departure with its outcome, the reason
+    /// kept from `known` where the outcome is unchanged, else this run's detail.
+    pub fn known_tsv(&self, known: &Known) -> String {
+        let mut s = String::new();
+        for r in &self.files {
+            let Some(bad) = departure(r) else { continue };
+            let why = match known.entries.get(&r.path) {
+                Some((k, why)) if k == bad => why.clone(),
+                _ => match r.outcome.detail() {
+                    d if d.is_empty() => format!("{} ({})", bad, r.format),
+                    d => d.replace(&format!("{}: ", r.path), ""),
+                },
+            };
+            let _ = writeln!(s, "{bad}\t{}\t{why}", r.path);
+        }
+        s
+    }
+
     /// Every departure from the rules that `known` does not list with exactly that outcome, and
     /// every `known` line that is no longer true.
     pub fn problems(&self, known: &Known) -> Vec<String> {
         let mut out = Vec::new();
         let mut seen = std::collections::BTreeSet::new();
         for r in &self.files {
-            let bad: Option<&str> = match &r.outcome {
-                Outcome::Exact | Outcome::NoVerdict => None,
-                Outcome::Differs { .. } => Some("differs"),
-                Outcome::OnlyWeAccept => Some("only-we-accept"),
-                Outcome::Refused { named: false, .. }
-                | Outcome::BothRefuse { named: false, .. } => Some("unnamed"),
-                Outcome::Refused { .. } if r.in_read_format => Some("refused"),
-                Outcome::Refused { .. } | Outcome::BothRefuse { .. } => None,
-                Outcome::BadFile(_) | Outcome::Panic(_) => Some(r.outcome.key()),
-            };
+            let bad = departure(r);
             let listed = known.entries.get(&r.path);
             if listed.is_some() {
                 seen.insert(r.path.clone());

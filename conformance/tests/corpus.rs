@@ -11,7 +11,9 @@
 //! ```
 //!
 //! Known departures are listed in `conformance/corpus_known.tsv`, each with its outcome; the
-//! test fails on any unlisted departure and on any listed line that is no longer true.
+//! test fails on any unlisted departure and on any listed line that is no longer true. With
+//! `GLM5V_CORPUS_KNOWN_OUT=FILE` it also writes the list as the run found it (reasons kept where
+//! the outcome is unchanged), to review and commit after a fix.
 
 use glm5v_conformance::corpus::{Corpus, Known, run};
 use std::path::{Path, PathBuf};
@@ -57,6 +59,15 @@ fn pillow_corpus_matches_upstream() {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let report = run(&c, &dir, threads);
     print!("{}", report.table());
+    // `GLM5V_CORPUS_KNOWN_OUT=FILE`: write the list as this run has it (to review and commit).
+    if let Some(out) = std::env::var_os("GLM5V_CORPUS_KNOWN_OUT") {
+        let header: String = include_str!("../corpus_known.tsv")
+            .lines()
+            .take_while(|l| l.starts_with('#'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(&out, header + &report.known_tsv(&known())).unwrap();
+    }
     let problems = report.problems(&known());
     println!(
         "{} files in {:.1} s; {} listed in corpus_known.tsv; {} problems",

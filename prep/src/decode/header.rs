@@ -209,7 +209,7 @@ fn png(d: &[u8]) -> Result<Header, Fail> {
                 let (k, v) = split_nul(data);
                 let v = if kind == b"zTXt" {
                     match v.split_first() {
-                        Some((0, z)) => inflate(z).unwrap_or_default(),
+                        Some((0, z)) => inflate(z, kind)?.unwrap_or_default(),
                         _ => Vec::new(),
                     }
                 } else {
@@ -230,7 +230,7 @@ fn png(d: &[u8]) -> Result<Header, Fail> {
                     let (_tk, v) = split_nul(r);
                     let v = match (cf, cm) {
                         (0, _) => Some(v.to_vec()),
-                        (_, 0) => inflate(v),
+                        (_, 0) => inflate(v, kind)?,
                         _ => None,
                     };
                     if let Some(v) = v {
@@ -258,9 +258,20 @@ fn split_nul(d: &[u8]) -> (&[u8], &[u8]) {
     }
 }
 
-/// zlib-inflates a text chunk, refusing more than PIL's `MAX_TEXT_CHUNK` (1 MiB).
-fn inflate(z: &[u8]) -> Option<Vec<u8>> {
-    miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(z, 1 << 20).ok()
+/// zlib-inflates a text chunk as PIL's `_safe_zlib_decompress` does: data that is not zlib gives
+/// `None` (PIL ignores the chunk), more than `MAX_TEXT_CHUNK` (1 MiB) of output is an error (PIL
+/// raises `ValueError` and refuses the file).
+fn inflate(z: &[u8], kind: &[u8]) -> Result<Option<Vec<u8>>, Fail> {
+    use miniz_oxide::inflate::TINFLStatus;
+    match miniz_oxide::inflate::decompress_to_vec_zlib_with_limit(z, 1 << 20) {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.status == TINFLStatus::HasMoreOutput => Err(Fail::Corrupt(format!(
+            "a {} chunk decompresses to more than PIL's MAX_TEXT_CHUNK of 1 MiB \
+             (a decompression bomb: PIL refuses it too)",
+            String::from_utf8_lossy(kind)
+        ))),
+        Err(_) => Ok(None),
+    }
 }
 
 /// Logical screen, grown by the first frame's extent (as `GifImageFile._seek(0)` does).
@@ -309,26 +320,12 @@ fn gif(d: &[u8]) -> Result<Header, Fail> {
     })
 }
 
+/// The size as `BmpImagePlugin` reads it ([`super::bmp::dims`]).
 fn bmp(d: &[u8]) -> Result<Header, Fail> {
-    let hs = le32(d, 14).ok_or_else(|| truncated("BMP header"))?;
-    let (w, h) = if hs == 12 {
-        (
-            le16(d, 18).ok_or_else(|| truncated("BMP header"))? as i64,
-            le16(d, 20).ok_or_else(|| truncated("BMP header"))? as i64,
-        )
-    } else {
-        (
-            le32(d, 18).ok_or_else(|| truncated("BMP header"))? as i32 as i64,
-            le32(d, 22).ok_or_else(|| truncated("BMP header"))? as i32 as i64,
-        )
-    };
-    let (w, h) = (
-        w.unsigned_abs().min(u32::MAX as u64) as u32,
-        h.unsigned_abs().min(u32::MAX as u64) as u32,
-    );
+    let (width, height) = super::bmp::dims(d)?;
     Ok(Header {
-        width: w,
-        height: h,
+        width,
+        height,
         orientation: OrientationSources::default(),
         arithmetic: false,
     })

@@ -4,7 +4,9 @@
 //! colour space libjpeg infers from the markers; output L, RGB or CMYK by component count.
 //! Four-component images are read as PIL's "CMYK;I" (Adobe-inverted) and converted by `cmyk2rgb`.
 //! libjpeg's errors come back as `Fail::Corrupt`; running out of data (libjpeg's "premature end
-//! of JPEG file" warning, where PIL raises "image file is truncated") is an error too.
+//! of JPEG file" warning, where PIL raises "image file is truncated") is an error too, and so is
+//! corrupt entropy-coded data (bad Huffman codes, a marker inside a segment), whose recovery is
+//! not the same across libjpeg-turbo versions.
 
 use super::Fail;
 use super::modes::{Pixels, Raster, Transparency};
@@ -43,6 +45,25 @@ unsafe extern "C-unwind" fn emit_message(cinfo: &mut j::jpeg_common_struct, leve
         resume_unwind(Box::new(Abort(
             "the file ends before the image data does (truncated)".into(),
         )));
+    }
+    // Corrupt entropy-coded data: libjpeg skips to the next marker and fills what it lost, and
+    // how it does so changes between libjpeg-turbo versions (PIL's differs from this build on the
+    // Pillow corpus's `hopper_bad_exif.jpg`), so such a file is refused rather than decoded to
+    // pixels that may differ from upstream's.
+    if level < 0
+        && [
+            j::JWRN_HIT_MARKER,
+            j::JWRN_HUFF_BAD_CODE,
+            j::JWRN_MUST_RESYNC,
+        ]
+        .iter()
+        .any(|&c| code == c as c_int)
+    {
+        let msg = message(cinfo);
+        resume_unwind(Box::new(Abort(format!(
+            "corrupt entropy-coded data (libjpeg: {msg}); PIL's libjpeg-turbo recovers from it \
+             differently than this build, so it is refused rather than decoded differently"
+        ))));
     }
 }
 

@@ -3,7 +3,14 @@
 //! each sample's high byte ("RGB;16L"), associated alpha ("RGBa") is un-premultiplied as
 //! `unpackRGBa` does. Palette TIFFs: the `tiff` crate refuses photometric 3, so a copy with
 //! the tag set to BlackIsZero gives the indices, and the colormap keeps the high byte of each
-//! 16-bit entry (`b // 256`), as Pillow's palette does.
+//! 16-bit entry (`b // 256`), as Pillow's palette does; palette + alpha ("PA") keeps each pixel's
+//! alpha beside its palette colour. FillOrder 2 (bits of each byte from the lowest) is undone for
+//! uncompressed gray of 1-8 bits, as Pillow's `;R` unpackers do.
+//!
+//! JPEG-compressed TIFFs (compression 6 and 7) are refused: Pillow decodes them with libtiff and
+//! libjpeg-turbo (colour conversion, upsampling, JPEGTables), which the `tiff` crate's JPEG path
+//! does not reproduce bit for bit (the Pillow corpus shows the differences), so they are a typed
+//! refusal rather than a silent difference.
 
 use super::Fail;
 use super::exif::{rd16, tiff_header};
@@ -46,13 +53,40 @@ pub(crate) fn decode(data: &[u8], max_bytes: usize) -> Result<Raster, Fail> {
         .map_err(map_err)?
         .with_limits(limits);
     let (w, h) = dec.dimensions().map_err(map_err)?;
+    let compression = dec
+        .find_tag_unsigned::<u16>(Tag::Compression)
+        .map_err(map_err)?;
+    if let Some(c @ (6 | 7)) = compression {
+        return Err(Fail::Unsupported(format!(
+            "JPEG-compressed TIFF (compression {c}): PIL decodes it through libtiff and \
+             libjpeg-turbo, which glm5v does not reproduce bit for bit yet (convert it to PNG \
+             or plain TIFF)"
+        )));
+    }
+    let fill_reversed = dec
+        .find_tag_unsigned::<u16>(Tag::FillOrder)
+        .map_err(map_err)?
+        == Some(2);
     let color = dec.colortype().map_err(map_err)?;
     let extra: Vec<u16> = dec
         .find_tag_unsigned_vec(Tag::ExtraSamples)
         .map_err(map_err)?
         .unwrap_or_default();
     let n = w as usize * h as usize;
-    let img = dec.read_image().map_err(map_err)?;
+    let mut img = dec.read_image().map_err(map_err)?;
+    if fill_reversed && matches!(color, ColorType::Gray(1 | 2 | 4 | 8)) {
+        if compression.unwrap_or(1) != 1 {
+            return Err(Fail::Unsupported(format!(
+                "FillOrder 2 with compression {} (PIL reads it through libtiff)",
+                compression.unwrap_or(1)
+            )));
+        }
+        // Uncompressed: the decoded bytes are the file's bytes, so reversing each byte's bits
+        // reads them in FillOrder 1 (PIL's `L;2R`, `L;4R`, `1;R`, `L;R`).
+        if let DecodingResult::U8(v) = &mut img {
+            v.iter_mut().for_each(|b| *b = b.reverse_bits());
+        }
+    }
     let unsupported = |what: &str| Fail::Unsupported(format!("{what} TIFF ({color:?})"));
     let pixels = match (color, img) {
         (ColorType::Gray(b @ (1 | 2 | 4 | 8)), DecodingResult::U8(v)) if palette => {
@@ -80,6 +114,33 @@ pub(crate) fn decode(data: &[u8], max_bytes: usize) -> Result<Raster, Fail> {
                 unpack_bits(&v, w as usize, h as usize, b as usize)
             };
             Pixels::P(idx, pal)
+        }
+        // "PA": palette index + alpha; `convert("RGB")` drops the alpha, `convert("RGBA")` keeps it.
+        (
+            ColorType::Multiband {
+                bit_depth: 8,
+                num_samples: 2,
+            },
+            DecodingResult::U8(v),
+        ) if palette => {
+            let map = dec.get_tag_u16_vec(Tag::ColorMap).map_err(map_err)?;
+            if map.len() != 256 * 3 {
+                return Err(Fail::Corrupt(format!(
+                    "the colormap has {} values, 768 expected",
+                    map.len()
+                )));
+            }
+            let mut out = Vec::with_capacity(n * 4);
+            for p in v.chunks_exact(2) {
+                let i = p[0] as usize;
+                out.extend([
+                    (map[i] >> 8) as u8,
+                    (map[256 + i] >> 8) as u8,
+                    (map[512 + i] >> 8) as u8,
+                    p[1],
+                ]);
+            }
+            Pixels::Rgba(out)
         }
         (ColorType::Gray(8), DecodingResult::U8(v)) => Pixels::L(v),
         (ColorType::Gray(16), DecodingResult::U16(v)) => Pixels::I16(v),
