@@ -217,7 +217,7 @@ fn run_blocks(
         let outcome = match (b.lang(), b.check().unwrap_or("")) {
             ("sh" | "bash", "") => run_sh(b, bin, scratch)?,
             ("python", "") => run_python(b, scratch)?,
-            ("rust", spec) if !spec.is_empty() => run_rust_example(b, spec, root)?,
+            ("rust", spec) if !spec.is_empty() => run_rust_example(b, root)?,
             _ => Outcome::Failed(format!(
                 "cannot check a `{}` block (sh check, python check, rust check=PACKAGE:EXAMPLE)",
                 b.info
@@ -295,30 +295,36 @@ fn run_python(b: &Block, scratch: &Path) -> Result<Outcome> {
     Ok(status_outcome(status))
 }
 
-fn run_rust_example(b: &Block, spec: &str, root: &Path) -> Result<Outcome> {
+/// The package and example a `rust check=PACKAGE:EXAMPLE` block names, once its text is found
+/// verbatim in that example's file; else why not.
+fn example_of<'b>(b: &'b Block, root: &Path) -> std::result::Result<(&'b str, &'b str), String> {
+    let spec = b.check().unwrap_or("");
     let Some((package, example)) = spec.split_once(':') else {
-        return Ok(Outcome::Failed(format!(
-            "check={spec}: expected check=PACKAGE:EXAMPLE"
-        )));
+        return Err(format!("check={spec}: expected check=PACKAGE:EXAMPLE"));
     };
     let dir = match package {
-        "glm5v" => "cli".to_string(),
-        p => p.strip_prefix("glm5v-").unwrap_or(p).to_string(),
+        "glm5v" => "cli",
+        p => p.strip_prefix("glm5v-").unwrap_or(p),
     };
     let file = root
-        .join(&dir)
+        .join(dir)
         .join("examples")
         .join(format!("{example}.rs"));
-    let text = match std::fs::read_to_string(&file) {
-        Ok(t) => t,
-        Err(e) => return Ok(Outcome::Failed(format!("{}: {e}", file.display()))),
-    };
+    let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
     if !text.contains(b.body.trim()) {
-        return Ok(Outcome::Failed(format!(
+        return Err(format!(
             "the block is not in {} verbatim (copy it there, or the block from it)",
             file.display()
-        )));
+        ));
     }
+    Ok((package, example))
+}
+
+fn run_rust_example(b: &Block, root: &Path) -> Result<Outcome> {
+    let (package, example) = match example_of(b, root) {
+        Ok(pe) => pe,
+        Err(why) => return Ok(Outcome::Failed(why)),
+    };
     let mut cmd = cargo();
     cmd.current_dir(root).args([
         "run",
@@ -354,6 +360,30 @@ mod tests {
             (r.lang(), r.check()),
             ("rust", Some("glm5v-reference:readme"))
         );
+    }
+
+    /// The committed README and docs parse, mark at least the README's two commands for
+    /// checking, and every Rust block they mark is its example's text (no build needed, so this
+    /// runs with the workspace tests; `cargo xtask docs-check` runs the blocks).
+    #[test]
+    fn the_committed_docs_parse_and_their_rust_blocks_match_their_examples() {
+        let root = repo_root();
+        let mut checked = 0;
+        for path in markdown_files(&root).unwrap() {
+            let text = std::fs::read_to_string(&path).unwrap();
+            for b in blocks(&path.display().to_string(), &text).unwrap() {
+                if b.check().is_none() {
+                    continue;
+                }
+                checked += 1;
+                if b.lang() == "rust"
+                    && let Err(why) = example_of(&b, &root)
+                {
+                    panic!("{}: {why}", b.place());
+                }
+            }
+        }
+        assert!(checked >= 2, "only {checked} blocks are marked `check`");
     }
 
     #[test]
