@@ -28,20 +28,89 @@ pub struct Embed {
     precision: &'static str,
 }
 
-fn parse_precision(p: &str) -> PyResult<(Precision, &'static str)> {
-    match p {
-        "f32" | "float32" => Ok((Precision::F32, "f32")),
-        "f64" | "float64" => Ok((Precision::F64, "f64")),
-        other => Err(raise(
+fn parse_precision(p: &str) -> PyResult<Precision> {
+    let alias = match p {
+        "float32" => "f32",
+        "float64" => "f64",
+        "bfloat16" => "bf16",
+        other => other,
+    };
+    Precision::parse(alias).ok_or_else(|| {
+        raise(
             "OptionsError",
             format!(
-                "precision {other:?} is not available on the CPU backend (it has \"f32\" and \"f64\")"
+                "precision {p:?} is not available on the CPU backend (it has \"f32\", \"f64\" and \"bf16\")"
             ),
-        )),
-    }
+        )
+    })
 }
 
 impl Embed {
+    #[cfg(feature = "gpu")]
+    fn new_gpu(
+        py: Python<'_>,
+        model_dir: std::path::PathBuf,
+        precision: &str,
+        threads: Option<usize>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        use glm5v_gpu::{GpuOptions, GpuTower, Precision as GpuPrecision};
+        let (precision, name) = match precision {
+            "bf16" | "bfloat16" => (GpuPrecision::Bf16, "bf16"),
+            "f32" | "float32" => (GpuPrecision::F32, "f32"),
+            other => {
+                return Err(raise(
+                    "OptionsError",
+                    format!(
+                        "precision {other:?} is not available on the GPU backend (it has \"bf16\" and \"f32\")"
+                    ),
+                ));
+            }
+        };
+        let threads = match threads {
+            None => Threads::Global,
+            Some(0) => {
+                return Err(raise(
+                    "OptionsError",
+                    "threads must be positive (or None for the global pool)".into(),
+                ));
+            }
+            Some(n) => Threads::Count(n),
+        };
+        let prep = crate::options::build(Some(model_dir.clone()), options, false)?;
+        let tower = py
+            .detach(|| GpuTower::load(&model_dir, GpuOptions { precision }))
+            .map_err(|e| {
+                raise(
+                    "ModelError",
+                    format!("--backend gpu: {}: {e}", model_dir.display()),
+                )
+            })?;
+        let mut inner = Embedder::from_tower(Box::new(tower), threads).map_err(embed_err)?;
+        inner.set_prep_options(prep.clone());
+        Ok(Embed {
+            inner,
+            prep,
+            precision: name,
+        })
+    }
+
+    #[cfg(not(feature = "gpu"))]
+    fn new_gpu(
+        _py: Python<'_>,
+        _model_dir: std::path::PathBuf,
+        _precision: &str,
+        _threads: Option<usize>,
+        _options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        Err(raise(
+            "OptionsError",
+            "backend \"gpu\" is not in this build: build the wheel with the `gpu` feature \
+             (maturin build --release --features gpu, in python/)"
+                .into(),
+        ))
+    }
+
     fn run<'py>(
         &self,
         py: Python<'py>,
@@ -82,17 +151,27 @@ impl Embed {
 
 #[pymethods]
 impl Embed {
-    /// `Embed(model_dir, precision="f32", threads=None, options=None)`.
+    /// `Embed(model_dir, precision="f32", threads=None, options=None, backend="cpu")`.
     #[new]
-    #[pyo3(signature = (model_dir, precision="f32", threads=None, options=None))]
+    #[pyo3(signature = (model_dir, precision="f32", threads=None, options=None, backend="cpu"))]
     fn new(
         py: Python<'_>,
         model_dir: std::path::PathBuf,
         precision: &str,
         threads: Option<usize>,
         options: Option<&Bound<'_, PyDict>>,
+        backend: &str,
     ) -> PyResult<Self> {
-        let (precision, pname) = parse_precision(precision)?;
+        if backend == "gpu" {
+            return Self::new_gpu(py, model_dir, precision, threads, options);
+        }
+        if backend != "cpu" {
+            return Err(raise(
+                "OptionsError",
+                format!("backend {backend:?}: expected \"cpu\" or \"gpu\""),
+            ));
+        }
+        let precision = parse_precision(precision)?;
         let threads = match threads {
             None => Threads::Global,
             Some(0) => {
@@ -112,13 +191,24 @@ impl Embed {
         Ok(Embed {
             inner,
             prep,
-            precision: pname,
+            precision: precision.name(),
         })
     }
 
     #[getter]
     fn precision(&self) -> &'static str {
         self.precision
+    }
+
+    /// Whether this build has the CUDA backend (`--features gpu`).
+    #[staticmethod]
+    fn has_gpu() -> bool {
+        cfg!(feature = "gpu")
+    }
+
+    /// The backend and tower in words.
+    fn describe(&self) -> String {
+        self.inner.tower().describe()
     }
 
     /// The checkpoint's vision config as JSON-ish text (`Debug` of it).

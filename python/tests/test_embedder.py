@@ -66,6 +66,17 @@ def test_f64_is_the_tighter_oracle(tiny_dump):
     assert rel_l2(r.embeddings, tensors["merger"]) <= max(1e-5, 3 * float(meta["self_disagreement"]))
 
 
+def test_bf16_within_the_gpu_bf16_preset():
+    """The CPU's bf16 mode (the GPU's policy) against upstream's f32 taps, judged by the preset
+    made for bf16 (rel L2 <= 2e-2, cosine >= 0.999)."""
+    e = glm5v.Embedder(TINY, precision="bf16")
+    assert e.precision == "bf16"
+    r = e.embed(inputs_of(TINY), taps=True)
+    report = glm5v.diff(r.taps, TINY / "taps.safetensors", tolerance="gpu-bf16")
+    assert report.passed, str(report)
+    assert not glm5v.diff(r.taps, TINY / "taps.safetensors").passed  # bf16 is not f32
+
+
 def test_every_input_kind_gives_the_same_embeddings(embedder, tiny_dump):
     pytest.importorskip("PIL")
     from PIL import Image
@@ -110,8 +121,8 @@ def test_torch_output():
 def test_embedder_errors(tmp_path, embedder):
     with pytest.raises(glm5v.ModelError, match="config"):
         glm5v.Embedder(tmp_path)
-    with pytest.raises(glm5v.OptionsError, match="precision \"bf16\""):
-        glm5v.Embedder(TINY, precision="bf16")
+    with pytest.raises(glm5v.OptionsError, match="precision \"f16\""):
+        glm5v.Embedder(TINY, precision="f16")
     with pytest.raises(glm5v.OptionsError, match="backend"):
         glm5v.Embedder(TINY, backend="tpu")
     with pytest.raises(glm5v.InputError, match="columns"):
@@ -120,3 +131,17 @@ def test_embedder_errors(tmp_path, embedder):
         embedder.embed_pixels(np.zeros((8, 1176), np.float32), [[1, 2, 2]])
     with pytest.raises(glm5v.DecodeError, match="<bytes #0>"):
         embedder.embed(b"not an image")
+
+
+def test_gpu_backend_is_explicit_about_what_it_lacks():
+    if not glm5v.Embedder.has_gpu():
+        with pytest.raises(glm5v.OptionsError, match="not in this build"):
+            glm5v.Embedder(TINY, backend="gpu")
+        return
+    try:  # a build with the gpu feature: runs where CUDA is, else says why
+        e = glm5v.Embedder(TINY, backend="gpu", precision="f32")
+    except glm5v.ModelError as ex:
+        assert "CUDA" in str(ex) or "cuda" in str(ex)
+        return
+    r = e.embed(inputs_of(TINY), taps=True)
+    assert glm5v.diff(r.taps, TINY / "taps.safetensors", tolerance="gpu-f32").passed

@@ -50,35 +50,45 @@ class EmbedResult:
 
 
 class Embedder:
-    """``Embedder(model_dir, backend="cpu", precision="f32", threads=None, **options)``.
+    """``Embedder(model_dir, backend="cpu", precision=None, threads=None, **options)``.
 
     Loads ``config.json`` + ``model.safetensors`` (or an index with shards, BF16/F16/F32) from
     ``model_dir``, and the image processor's options from its ``preprocessor_config.json``
-    (``options`` override them, as for :class:`ImageProcessor`). ``backend``: "cpu" (the f32 /
-    f64 oracle of this package; the CUDA backend is not part of the wheel). ``precision``:
-    "f32" (upstream's) or "f64". ``threads``: a pool of that many threads, else rayon's global
-    pool. Forwards release the GIL; one embedder may be shared between threads.
+    (``options`` override them, as for :class:`ImageProcessor`).
+
+    - ``backend``: "cpu" (the oracle), or "gpu" (CUDA device 0; only in wheels built with the
+      ``gpu`` cargo feature, see :meth:`has_gpu`).
+    - ``precision``: on the CPU "f32" (upstream's, the default), "f64" (the tighter oracle) or
+      "bf16" (the GPU's policy: bf16 weights and product inputs, f32 accumulation); on the GPU
+      "bf16" (the default) or "f32".
+    - ``threads``: a pool of that many threads, else rayon's global pool.
+
+    Forwards release the GIL; one embedder may be shared between threads.
     """
 
     def __init__(
         self,
         model_dir: PathLike,
         backend: str = "cpu",
-        precision: str = "f32",
+        precision: Optional[str] = None,
         threads: Optional[int] = None,
         **options: Any,
     ) -> None:
-        if backend != "cpu":
-            from ._errors import OptionsError
-
-            raise OptionsError(
-                f'backend {backend!r} is not available in this build (it has "cpu"; the GPU '
-                "backend runs through the glm5v command line: glm5v embed --backend gpu)"
-            )
+        if precision is None:
+            precision = "bf16" if backend == "gpu" else "f32"
         self.model_dir = os.fspath(model_dir)
         self.backend = backend
-        self._core = _glm5v.Embed(self.model_dir, precision, threads, options)
+        self._core = _glm5v.Embed(self.model_dir, precision, threads, options, backend)
         self.out_hidden_size, self.merge_size, self.depth = self._core.dims()
+
+    @staticmethod
+    def has_gpu() -> bool:
+        """Whether this build has the CUDA backend (the ``gpu`` cargo feature)."""
+        return _glm5v.Embed.has_gpu()
+
+    def describe(self) -> str:
+        """The tower and backend in words."""
+        return self._core.describe()
 
     @property
     def precision(self) -> str:

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# CI for the Python package (issue 24), runnable on a fresh machine with Rust, a C compiler and
+# Python 3.9+ (3.11 in CI): a venv under target/ with maturin, numpy, Pillow and pytest from PyPI,
+# the abi3 wheel built and installed into it, cargo fmt --check and clippy -D warnings for this
+# workspace (python/ is its own cargo workspace), then pytest. No torch: the tests that need it
+# (return_tensors="pt", taps.record, the live comparison with upstream) skip themselves.
+#
+#   bash python/ci.sh            (from anywhere; PYTHON=python3.11 to pick the interpreter)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+cd "$root"
+start=$(date +%s)
+step() { printf '\n=== python: %s (t+%ds)\n' "$1" "$(( $(date +%s) - start ))"; }
+
+py="${PYTHON:-python3}"
+venv="$root/target/python-ci/venv"
+# the python workspace's own build directory (its dependency features differ from the root's)
+export CARGO_TARGET_DIR="${GLM5V_PY_TARGET:-$root/target/python-ci/cargo}"
+
+step "venv ($("$py" --version 2>&1))"
+if [ ! -x "$venv/bin/python" ]; then "$py" -m venv "$venv"; fi
+# Pillow is pinned to upstream's (the fixtures were made with 13.0.0): the PIL-image tests decode
+# files with it and compare with upstream's bytes.
+"$venv/bin/pip" install --quiet --disable-pip-version-check "maturin>=1.5,<2" numpy "pillow==13.0.0" pytest
+
+step "cargo fmt --check"
+cargo fmt --manifest-path python/Cargo.toml --check
+
+step "cargo clippy -D warnings"
+cargo clippy --manifest-path python/Cargo.toml --release --all-targets --locked -- -D warnings
+
+step "wheel (maturin build --release) and install"
+rm -rf "$root/target/python-ci/wheels"
+"$venv/bin/maturin" build --release --locked --manifest-path python/Cargo.toml \
+    --interpreter "$venv/bin/python" --out "$root/target/python-ci/wheels" --quiet
+"$venv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps \
+    "$root"/target/python-ci/wheels/glm5v-*.whl
+"$venv/bin/python" -c "import glm5v; print('glm5v', glm5v.__version__, 'from', glm5v.__file__, '| JPEG SIMD:', glm5v.JPEG_SIMD)"
+
+step "pytest"
+# run from the tests folder against the installed wheel (not the source tree)
+set +e
+(cd "$here/tests" && "$venv/bin/python" -m pytest -q -p no:cacheprovider -rs .)
+rc=$?
+set -e
+if [ "$rc" = 5 ]; then
+    echo "pytest collected no tests: python/tests is missing or broken"
+    exit 1
+fi
+if [ "$rc" != 0 ]; then exit "$rc"; fi
+step "done"
