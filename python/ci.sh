@@ -15,7 +15,9 @@ step() { printf '\n=== python: %s (t+%ds)\n' "$1" "$(( $(date +%s) - start ))"; 
 
 py="${PYTHON:-python3}"
 venv="$root/target/python-ci/venv"
-# the python workspace's own build directory (its dependency features differ from the root's)
+# the python workspace's own build directory (its dependency features differ from the root's).
+# No --locked: python/Cargo.lock pins the registry crates, and cargo adds what a path crate
+# (prep, reference, conformance) newly depends on without moving the existing pins.
 export CARGO_TARGET_DIR="${GLM5V_PY_TARGET:-$root/target/python-ci/cargo}"
 
 step "venv ($("$py" --version 2>&1))"
@@ -28,11 +30,11 @@ step "cargo fmt --check"
 cargo fmt --manifest-path python/Cargo.toml --check
 
 step "cargo clippy -D warnings"
-cargo clippy --manifest-path python/Cargo.toml --release --all-targets --locked -- -D warnings
+cargo clippy --manifest-path python/Cargo.toml --release --all-targets -- -D warnings
 
 step "wheel (maturin build --release) and install"
 rm -rf "$root/target/python-ci/wheels"
-"$venv/bin/maturin" build --release --locked --manifest-path python/Cargo.toml \
+"$venv/bin/maturin" build --release --manifest-path python/Cargo.toml \
     --interpreter "$venv/bin/python" --out "$root/target/python-ci/wheels" --quiet
 "$venv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps \
     "$root"/target/python-ci/wheels/glm5v-*.whl

@@ -81,6 +81,10 @@ def test_assert_taps_close_passes_and_fails(upstream):
     assert "worst at image 0 patch" in msg and "result: FAIL" in msg
     # only the taps asked for, and each must be on both sides
     assert_taps_close(bad, DUMP, names=["patch_embed", "merger"])
+    with pytest.raises(AssertionError) as e:
+        assert_taps_close(bad, DUMP, names=["blocks.0.attn", "merger"])
+    assert "only in B" not in str(e.value) and "2 taps compared, 1 failed" in str(e.value)
+    assert "self-disagreement 8.057e-7" in str(e.value)  # the reference's metadata still scales the bound
     with pytest.raises(AssertionError, match="missing on one side: blocks.9.mlp"):
         assert_taps_close(upstream, DUMP, names=["merger", "blocks.9.mlp"])
     with pytest.raises(AssertionError, match="no tap is present on both sides"):

@@ -71,6 +71,10 @@ def test_array_layouts(shape):
     same(a)
 
 
+def test_a_4d_array_is_a_batch():
+    same(np.stack([noise(40, 50, 3, i) for i in range(3)]))
+
+
 def test_files_and_options():
     names = ["png_rgb.png", "jpeg_cmyk.jpg", "png_gray16.png", "gif_transparent.gif", "jpeg_exif_6.jpg"]
     images = [load_image(str(PREP / "images" / n)) for n in names]

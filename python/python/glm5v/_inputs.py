@@ -125,6 +125,8 @@ def is_single(images: Any) -> bool:
 
 def to_items(images: Any) -> List[Item]:
     """One tagged tuple per image of ``images`` (one image or a list / tuple of them)."""
+    if isinstance(images, np.ndarray) and images.ndim == 4:
+        images = list(images)  # a batch of images, as upstream splits it
     if is_single(images):
         images = [images]
     # upstream flattens a batch of lists of images

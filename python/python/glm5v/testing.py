@@ -2,6 +2,7 @@
 fails with a message that names the first divergent tap, the bound, the worst element and
 where it sits in the batch."""
 
+import os
 from typing import Any, Iterable, Mapping, Optional, Union
 
 from .diff import DiffReport, Taps, diff
@@ -13,11 +14,26 @@ def _fmt(x: Optional[float], spec: str = ".3e") -> str:
     return "n/a" if x is None else format(x, spec)
 
 
+class _Taps:
+    """Taps and metadata, the shape :func:`glm5v.diff` takes for a recording."""
+
+    def __init__(self, taps: Mapping[str, Any], metadata: Mapping[str, Any]) -> None:
+        self.taps, self.metadata = dict(taps), dict(metadata)
+
+
 def _subset(side: Taps, names: Iterable[str]) -> Taps:
+    """Only the taps named (and the grids, which locate rows), metadata kept (it scales the
+    f32-vs-upstream bound)."""
+    keep = set(names) | {"image_grid_thw", "video_grid_thw"}
+    if isinstance(side, (str, os.PathLike)):
+        from .taps import load
+
+        tensors, meta = load(side)
+        return _Taps({k: v for k, v in tensors.items() if k in keep}, meta)
     if isinstance(side, Mapping):
-        return {k: v for k, v in side.items() if k in names or k in ("image_grid_thw", "video_grid_thw")}
+        return {k: v for k, v in side.items() if k in keep}
     if hasattr(side, "taps") and hasattr(side, "metadata"):
-        return {k: v for k, v in side.taps.items() if k in names}
+        return _Taps({k: v for k, v in side.taps.items() if k in keep}, side.metadata)
     return side
 
 
