@@ -415,12 +415,14 @@ impl<'a> Inflater<'a> {
         build(&mut self.lit, LIT_TABLE, &lens, LIT_BITS, true, lit_sym)
             .expect("the fixed code is complete");
         pair_literals(&mut self.lit);
+        // 32 codes of 5 bits, a complete code; distance symbols 30 and 31 are invalid
+        // (`dist_sym`). 30 lengths alone are an incomplete code, which `build` refuses.
         build(
             &mut self.dist,
             DIST_TABLE,
-            &[5u8; 30],
+            &[5u8; 32],
             DIST_BITS,
-            false,
+            true,
             dist_sym,
         )
         .expect("the fixed distance code is complete");
@@ -501,7 +503,9 @@ impl<'a> Inflater<'a> {
                     }
                     p += c;
                 }
-                K_EOB if e == INVALID => return Err(Bad),
+                // an invalid symbol (its entry has INVALID's value, 1, and a length: the fixed
+                // code's literal/length symbols 286 and 287), or no code at all
+                K_EOB if e >> 16 != 0 => return Err(Bad),
                 K_EOB => break,
                 _ => {
                     let len = (e >> 16) as usize + b.take((e >> 8) & 31) as usize;
@@ -865,7 +869,26 @@ pub(crate) fn inflate_zlib_split<P: Send, Q>(
     };
     #[cfg(not(test))]
     let policy = Policy::Race;
-    split_with(policy, z, out_len, first, first_after, second)
+    if !split_enabled() {
+        return None;
+    }
+    split_with(
+        policy,
+        z,
+        out_len,
+        MIN_SPLIT_BYTES,
+        first,
+        first_after,
+        second,
+    )
+}
+
+/// Whether [`inflate_zlib_split`] runs at all: `GLM5V_PREP_SPLIT_INFLATE=0` in the environment
+/// (read once) turns it off, leaving every PNG to the one-thread paths (for measuring what the
+/// split buys; the pixels are the same either way).
+fn split_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("GLM5V_PREP_SPLIT_INFLATE").as_deref() != Ok("0"))
 }
 
 /// Tests that need the second part to run count themselves here while they run:
@@ -875,31 +898,29 @@ pub(crate) static WAIT_FOR_SECOND: std::sync::atomic::AtomicUsize =
     std::sync::atomic::AtomicUsize::new(0);
 
 /// What the first part does about the second part's start: the race of
-/// [`inflate_zlib_split`], or (for tests, which must take each path for sure) wait for the
-/// search's answer (up to a second: two first parts on the two threads of a pool would
-/// otherwise wait for each other's second part forever), or always inflate everything.
+/// [`inflate_zlib_split`], or (for tests and the fuzz hook, which must take each path for sure)
+/// wait for the search's answer (up to a second: two first parts on the two threads of a pool
+/// would otherwise wait for each other's second part forever), or always inflate everything.
 #[derive(Clone, Copy, PartialEq, Debug)]
 pub(crate) enum Policy {
     Race,
-    #[cfg(test)]
     Wait,
     #[cfg(test)]
     Alone,
 }
 
-/// [`inflate_zlib_split`] with a [`Policy`].
+/// [`inflate_zlib_split`] with a [`Policy`], splitting streams of at least `min_bytes`.
 pub(crate) fn split_with<P: Send, Q>(
     policy: Policy,
     z: &[u8],
     out_len: usize,
+    min_bytes: usize,
     first: impl FnOnce(&mut [u8]) -> Option<(P, Q)> + Send,
     first_after: impl FnOnce(Q, &[u8]) + Send,
     second: impl FnOnce(P, usize, &mut [u8]) -> Option<()> + Send,
 ) -> Option<()> {
-    #[cfg(not(test))]
-    let _ = policy;
     zlib_header(z)?;
-    if z.len() < MIN_SPLIT_BYTES || rayon::current_num_threads() < 2 {
+    if z.len() < min_bytes || rayon::current_num_threads() < 2 {
         return None;
     }
     let from = (2 + ((z.len() - 2) as f64 * SPLIT) as usize) * 8;
@@ -930,7 +951,6 @@ pub(crate) fn split_with<P: Send, Q>(
             }
         };
         feed(from / 8, false, &mut used, &mut o)?;
-        #[cfg(test)]
         if policy == Policy::Wait {
             let t0 = std::time::Instant::now();
             while handover.load(Ordering::Acquire) == UNKNOWN && t0.elapsed().as_secs() < 1 {
@@ -1156,6 +1176,7 @@ mod tests {
                 policy,
                 z,
                 n,
+                MIN_SPLIT_BYTES,
                 |part| {
                     put(0, part);
                     Some(((), ()))
@@ -1244,6 +1265,50 @@ mod tests {
         }
         assert_eq!(split, can, "{split} of 40 streams split, {can} could");
         assert!(split >= 15, "only {split} of 40 streams were split");
+    }
+
+    /// Fixed-Huffman blocks decode on the second thread's inflater (found by the `split_inflate`
+    /// fuzz target: its fixed distance table was built from 30 lengths, an incomplete code
+    /// `build` refuses, so the first fixed block after a split point panicked), and the fixed
+    /// code's invalid symbols (literal/length 286 and 287, distance 30 and 31) are refused
+    /// rather than taken for the end of the block.
+    #[test]
+    fn fixed_blocks_decode_and_their_invalid_symbols_are_refused() {
+        // BFINAL, BTYPE 01, then codes (value, bits) written MSB first, then zeros (the 7-bit
+        // code 0 is the end of the block)
+        let fixed = |codes: &[(u32, u32)]| {
+            let mut bits: Vec<u32> = vec![1, 1, 0];
+            for &(c, n) in codes {
+                bits.extend((0..n).rev().map(|i| c >> i & 1));
+            }
+            bits.extend([0u32; 7 + 64]);
+            let mut z = vec![0x78, 0x01];
+            z.extend(bits.chunks(8).map(|c| {
+                c.iter()
+                    .enumerate()
+                    .fold(0u8, |b, (i, &v)| b | (v as u8) << i)
+            }));
+            z
+        };
+        let lit_a = (0x30 + 0x61, 8);
+        let len3 = (1, 7); // length symbol 257: 3 bytes, no extra bits
+        let decode = |z: &[u8]| {
+            let (mut out, mut o) = (vec![0u8; 64], 0);
+            Inflater::new(z, 16)
+                .block(&mut out, &mut o)
+                .map(|fin| (fin, out[..o].to_vec()))
+        };
+        // 'a', then 3 bytes from 1 back (distance code 0)
+        let ok = decode(&fixed(&[lit_a, len3, (0, 5)])).expect("a valid fixed block");
+        assert_eq!(ok, (true, b"aaaa".to_vec()));
+        for (what, codes) in [
+            ("literal/length 286", vec![lit_a, (0b1100_0110, 8)]),
+            ("literal/length 287", vec![lit_a, (0b1100_0111, 8)]),
+            ("distance 30", vec![lit_a, len3, (30, 5)]),
+            ("distance 31", vec![lit_a, len3, (31, 5)]),
+        ] {
+            assert!(decode(&fixed(&codes)).is_err(), "{what}: not refused");
+        }
     }
 
     /// The combined checksum is the checksum of the concatenation, at every split point.

@@ -158,11 +158,35 @@ pub(crate) fn decode_striped(
     max_bytes: usize,
     stripes: usize,
 ) -> Result<Raster, Fail> {
+    decode_in_bands(data, max_bytes, |g| stripe_starts(g, stripes))
+}
+
+/// [`decode_striped`] in `stripes` stripes whatever the image's size (small images too: the
+/// fuzz hook, `super::fuzz_hooks`).
+pub(crate) fn decode_forced_stripes(
+    data: &[u8],
+    max_bytes: usize,
+    stripes: usize,
+) -> Result<Raster, Fail> {
+    decode_in_bands(data, max_bytes, |g| forced_stripe_bounds(g, stripes))
+}
+
+/// The bounds of [`stripe_starts`] for `stripes` stripes whatever the image's size.
+pub(crate) fn forced_stripe_bounds(g: &Geometry, stripes: usize) -> Vec<usize> {
+    stripe_bounds(g.height, g.imcu_rows, stripes, g.multi_scan)
+}
+
+/// Decodes in the row bands `bounds(geometry)` gives (`0 = b[0] < ... = height`).
+fn decode_in_bands(
+    data: &[u8],
+    max_bytes: usize,
+    bounds: impl FnOnce(&Geometry) -> Vec<usize>,
+) -> Result<Raster, Fail> {
     let g = with_decompressor(data, max_bytes, |c| unsafe { geometry(c) })?;
     let (w, h, comps) = (g.width, g.height, g.comps);
     let mut buf = vec![0u8; w * comps * h];
     crate::pixels::advise_huge_pages(&mut buf);
-    run_stripes(data, max_bytes, &g, stripes, &mut buf)?;
+    run_stripes(data, max_bytes, &g, &bounds(&g), &mut buf)?;
     let pixels = match comps {
         1 => Pixels::L(buf),
         3 => Pixels::Rgb(buf),
@@ -251,17 +275,16 @@ pub(crate) fn decode_rows_hresized(
     })
 }
 
-/// Decodes all rows into `out` (rows of `width * comps` bytes), in stripes on up to `stripes`
-/// threads for large images.
+/// Decodes all rows into `out` (rows of `width * comps` bytes), one band per pair of `bounds`,
+/// the bands in parallel.
 fn run_stripes(
     data: &[u8],
     max_bytes: usize,
     g: &Geometry,
-    stripes: usize,
+    bounds: &[usize],
     out: &mut [u8],
 ) -> Result<(), Fail> {
     let stride = g.width * g.comps;
-    let bounds = stripe_starts(g, stripes);
     let mut bands: Vec<(usize, &mut [u8])> = Vec::with_capacity(bounds.len() - 1);
     let mut rest = out;
     for pair in bounds.windows(2) {
