@@ -1,11 +1,13 @@
 """Upstream's side of `glm5v bench` (run by the glm5v binary with the venv's python; not in CI).
 
     python bench_upstream.py prep REPS IMAGE...
-    python bench_upstream.py cpu REPS[,REPS...] MODEL_DIR PIXELS.safetensors [step]
+    python bench_upstream.py cpu|cpu-bf16 REPS[,REPS...] MODEL_DIR PIXELS.safetensors [step]
     python bench_upstream.py gpu REPS MODEL_DIR PIXELS.safetensors [DEVICE [MODES]]
     python bench_upstream.py images OUT_DIR   (writes the default prep inputs)
 
 prep: times `Glm5NextImageProcessor()(images=load_image(path))` per image (and load_image alone).
+cpu-bf16: the same in bf16 with SDPA (`python bench_upstream.py cpu-bf16 ...`), the model built
+      as on the GPU (`gpu_model` on the CPU device).
 cpu:  times `Glm5NextVisionModel` f32 eager forwards on the batches in PIXELS (tensors
       `pixel_values.<k>` / `image_grid_thw.<k>`), weights loaded from MODEL_DIR; REPS per batch
       (one value for all, or one per batch, comma-separated). With `step`, after each batch's
@@ -55,24 +57,22 @@ def prep(reps, paths):
         emit("prep", tp, input=p, decode_median_ms=statistics.median(td), rows=int(out["pixel_values"].shape[0]))
 
 
-def cpu(reps, model_dir, pixels, step=False):
+def cpu(reps, model_dir, pixels, step=False, bf16=False):
     import torch
     from safetensors.torch import load_file
     from transformers.models.glm5_next.configuration_glm5_next import Glm5NextVisionConfig
     from transformers.models.glm5_next.modeling_glm5_next import Glm5NextVisionModel
 
-    cfg = json.load(open(f"{model_dir}/config.json"))
-    cfg = cfg.get("vision_config", cfg)
-    vc = Glm5NextVisionConfig(**cfg)
-    vc._attn_implementation = "eager"
-    model = Glm5NextVisionModel(vc).float().eval()
-    prefix = "model.visual."
-    import glob
-    sd = {}
-    for f in sorted(glob.glob(f"{model_dir}/*.safetensors")):
-        sd.update({k[len(prefix):]: v.float() for k, v in load_file(f).items() if k.startswith(prefix)})
-    model.load_state_dict(sd, strict=True)
-    del sd
+    if bf16:
+        # upstream's CPU bf16: the model in bf16 with SDPA, as `from_pretrained(dtype=bf16)`
+        model = gpu_model(model_dir, "cpu")
+    else:
+        cfg = json.load(open(f"{model_dir}/config.json"))
+        cfg = cfg.get("vision_config", cfg)
+        vc = Glm5NextVisionConfig(**cfg)
+        vc._attn_implementation = "eager"
+        model = Glm5NextVisionModel(vc).float().eval()
+        model.load_state_dict(load_visual_state_dict(model_dir, torch.float32), strict=True)
     batches = load_file(pixels)
     k = 0
     while f"pixel_values.{k}" in batches:
@@ -95,9 +95,23 @@ def cpu(reps, model_dir, pixels, step=False):
                     print(json.dumps({"what": "rep", "index": k, "ms": t[0], "timed": cmd == "go"}), flush=True)
             else:
                 _, ts = timed(lambda: model(px, grid_thw=grid), n)
-        emit("cpu", ts, grid=[int(x) for x in grid[0]], threads=torch.get_num_threads())
+        emit("cpu", ts, grid=[int(x) for x in grid[0]], threads=torch.get_num_threads(),
+             precision="bf16" if bf16 else "f32")
         k += 1
-    print(json.dumps({"what": "peak_rss_mb", "value": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
+    print(json.dumps({"what": "peak_rss_mb", "value": peak_rss_mb()}), flush=True)
+
+
+def peak_rss_mb():
+    """This process's peak resident memory in MB: VmHWM of /proc/self/status (Linux), which starts
+    afresh at exec. (`ru_maxrss` keeps the parent's peak across fork + exec, so a child started
+    by a 3.3 GB glm5v process reported 3.3 GB whatever it used itself.)"""
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def log(msg):
@@ -248,5 +262,7 @@ if __name__ == "__main__":
         device = sys.argv[5] if len(sys.argv) > 5 else "cuda"
         modes = tuple(sys.argv[6].split(",")) if len(sys.argv) > 6 else ("eager", "compiled")
         gpu(reps[0], sys.argv[3], sys.argv[4], device, modes)
+    elif kind in ("cpu", "cpu-bf16"):
+        cpu(reps, sys.argv[3], sys.argv[4], step=sys.argv[5:6] == ["step"], bf16=kind == "cpu-bf16")
     else:
-        cpu(reps, sys.argv[3], sys.argv[4], step=sys.argv[5:6] == ["step"])
+        raise SystemExit(f"bench_upstream: unknown kind {kind!r}")

@@ -5,6 +5,7 @@
 //!     cargo run --release -p glm5v-reference --example fma_peak -- [threads]
 
 use glm5v_reference::kernels::amx::amx_peak_gflops;
+use glm5v_reference::kernels::dpbf16::dpbf16_peak_gflops;
 use glm5v_reference::kernels::peak::fma_peak_gflops;
 
 fn main() {
@@ -19,6 +20,12 @@ fn main() {
                 println!("no AVX-512F on this CPU: nothing to measure");
                 return;
             }
+        }
+    }
+    for threads in 1..=max {
+        match dpbf16_peak_gflops(threads, 100_000_000) {
+            Some(g) => println!("{threads} thread(s): AVX512-BF16 {g:.1} GFLOP/s (best of 3)"),
+            None => println!("no AVX512-BF16"),
         }
     }
     for threads in 1..=max {

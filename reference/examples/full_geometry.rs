@@ -10,7 +10,8 @@
 //! times forwards alternating with and without the spinning team of `kernels::team` (40 per
 //! grid up to 16x16, else 8) and prints both distributions. `GLM5V_GLOBAL_POOL=1` runs in
 //! rayon's global pool (as `glm5v bench cpu` does: the forward's leader is then the calling
-//! thread, outside the pool) instead of a pool of `threads`.
+//! thread, outside the pool) instead of a pool of `threads`. `GLM5V_CPU_BF16=1` times the bf16
+//! mode's tower instead of the f32 one.
 
 use glm5v_reference::kernels::attention::attention;
 use glm5v_reference::kernels::gemm::{LinearWeight, Par, SKINNY_MAX_ROWS, matmul_into};
@@ -91,7 +92,12 @@ fn main() {
         "built synthetic weights in {:.1} s",
         t0.elapsed().as_secs_f64()
     );
-    let tower = CpuTower::new(weights);
+    // GLM5V_CPU_BF16=1: the bf16 mode's tower
+    let tower = if std::env::var("GLM5V_CPU_BF16").as_deref() == Ok("1") {
+        CpuTower::new_bf16(weights)
+    } else {
+        CpuTower::new(weights)
+    };
     let pool = if std::env::var("GLM5V_GLOBAL_POOL").as_deref() == Ok("1") {
         Threads::Global
     } else {

@@ -51,6 +51,10 @@ pub struct Args {
     /// prep: images to time instead of the default two.
     #[arg(long = "image", value_name = "IMAGE")]
     images: Vec<String>,
+    /// cpu: the arithmetic of both sides: f32 (upstream's f32 eager forward) or bf16 (our bf16
+    /// mode against upstream's `model.to(torch.bfloat16)` with SDPA).
+    #[arg(long, default_value = "f32", value_parser = ["f32", "bf16"])]
+    precision: String,
     /// cpu: grid sides in patches.
     #[arg(long, value_delimiter = ',', default_value = "8,32,72")]
     grids: Vec<usize>,
@@ -498,13 +502,19 @@ fn bench_cpu(args: &Args, py: &Path, dir: &Path) -> anyhow::Result<()> {
 
     reset_peak_rss();
     let t0 = Instant::now();
+    let bf16 = args.precision == "bf16";
     let emb = Embedder::load(
         &model,
         EmbedOptions {
-            precision: Precision::F32,
+            precision: if bf16 {
+                Precision::Bf16
+            } else {
+                Precision::F32
+            },
             threads: Threads::Global,
         },
     )?;
+    eprintln!("glm5v: our side runs {}", emb.tower().describe());
     let load_s = t0.elapsed().as_secs_f64();
     let cfg = emb.config().clone();
     // the same number of timed forwards on both sides (their medians and fastest compare)
@@ -520,7 +530,7 @@ fn bench_cpu(args: &Args, py: &Path, dir: &Path) -> anyhow::Result<()> {
         py,
         dir,
         &[
-            "cpu".into(),
+            if bf16 { "cpu-bf16" } else { "cpu" }.into(),
             batches
                 .iter()
                 .map(|(g, _)| reps_of(*g).to_string())
@@ -572,22 +582,55 @@ fn bench_cpu(args: &Args, py: &Path, dir: &Path) -> anyhow::Result<()> {
         ours.push((*g, med, best));
     }
     let our_rss = peak_rss_mb();
+    let describe = emb.tower().describe();
     drop(emb);
     let up = turns.finish()?;
     let threads = rayon::current_num_threads();
-    // the ceiling, measured now: register-only AVX-512 FMAs on as many threads
-    let peak = glm5v_reference::kernels::peak::fma_peak_gflops(threads, 200_000_000);
+    // the ceilings, measured now on as many threads: register-only AVX-512 FMAs, and the bf16
+    // unit the bf16 mode (or the f32 mode's three-part products) runs on
+    let fma = glm5v_reference::kernels::peak::fma_peak_gflops(threads, 200_000_000);
+    let isa = glm5v_reference::kernels::isa::isa();
+    let (unit, unit_peak) = if isa >= glm5v_reference::kernels::isa::Isa::Amx {
+        (
+            "AMX tdpbf16ps",
+            glm5v_reference::kernels::amx::amx_peak_gflops(threads, 5_000_000),
+        )
+    } else {
+        (
+            "AVX512-BF16 vdpbf16ps",
+            glm5v_reference::kernels::dpbf16::dpbf16_peak_gflops(threads, 100_000_000),
+        )
+    };
+    let kernel = describe;
+    // `of peak` against the unit that ran the products: the FMAs for the f32 panels, the bf16
+    // unit for bf16, a third of AMX for the f32 mode's three-part products
+    let peak = if bf16 {
+        unit_peak
+    } else if kernel.contains("(amx") {
+        unit_peak.map(|p| p / 3.0)
+    } else {
+        fma
+    };
     println!(
-        "\ncpu tower, f32, {} ({} threads both sides), median of the timed reps (as many on each side)",
+        "\ncpu tower, {}, {} ({} threads both sides), median of the timed reps (as many on each side)",
+        args.precision,
         cfg_name(&cfg),
         threads
     );
-    match peak {
-        Some(p) => println!(
-            "FMA ceiling on {threads} threads, measured now: {p:.1} GFLOP/s (register-only AVX-512 loop; `of peak` = our GFLOP/s / this)\n"
-        ),
-        None => println!("FMA ceiling: not measured (no AVX-512F)\n"),
-    }
+    println!(
+        "ours: {kernel}; upstream: {}",
+        if bf16 { "bf16, SDPA" } else { "f32, eager" }
+    );
+    println!(
+        "ceilings on {threads} threads, measured now (register-only loops): FMA {}, {unit} {} GFLOP/s; `of peak` = our GFLOP/s / the ceiling of the unit that ran the products{}\n",
+        fma.map_or("-".into(), |p| format!("{p:.1}")),
+        unit_peak.map_or("-".into(), |p| format!("{p:.1}")),
+        if !bf16 && kernel.contains("(amx") {
+            " (AMX / 3 for f32 by three products)"
+        } else {
+            ""
+        }
+    );
     println!(
         "{:<8} {:>10} {:>13} {:>8} {:>10} {:>8} {:>11}",
         "grid", "ours s", "upstream s", "ratio", "GFLOP/s", "of peak", "best ratio"

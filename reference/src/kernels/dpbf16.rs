@@ -331,6 +331,69 @@ unsafe fn tile<const R: usize>(t: Tile<'_>) {
     }
 }
 
+/// Register-only `vdpbf16ps` on twelve accumulators.
+///
+/// # Safety
+/// AVX512-BF16.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bf16")]
+unsafe fn dp_loop(iters: usize) {
+    // SAFETY: registers only.
+    unsafe {
+        std::arch::asm!(
+            "vxorps zmm0, zmm0, zmm0", "vxorps zmm1, zmm1, zmm1", "vxorps zmm2, zmm2, zmm2",
+            "vxorps zmm3, zmm3, zmm3", "vxorps zmm4, zmm4, zmm4", "vxorps zmm5, zmm5, zmm5",
+            "vxorps zmm6, zmm6, zmm6", "vxorps zmm7, zmm7, zmm7", "vxorps zmm8, zmm8, zmm8",
+            "vxorps zmm9, zmm9, zmm9", "vxorps zmm10, zmm10, zmm10", "vxorps zmm11, zmm11, zmm11",
+            "vxorps zmm30, zmm30, zmm30", "vxorps zmm31, zmm31, zmm31",
+            "2:",
+            "vdpbf16ps zmm0, zmm30, zmm31", "vdpbf16ps zmm1, zmm30, zmm31",
+            "vdpbf16ps zmm2, zmm30, zmm31", "vdpbf16ps zmm3, zmm30, zmm31",
+            "vdpbf16ps zmm4, zmm30, zmm31", "vdpbf16ps zmm5, zmm30, zmm31",
+            "vdpbf16ps zmm6, zmm30, zmm31", "vdpbf16ps zmm7, zmm30, zmm31",
+            "vdpbf16ps zmm8, zmm30, zmm31", "vdpbf16ps zmm9, zmm30, zmm31",
+            "vdpbf16ps zmm10, zmm30, zmm31", "vdpbf16ps zmm11, zmm30, zmm31",
+            "dec {n}",
+            "jnz 2b",
+            n = inout(reg) iters.max(1) => _,
+            out("zmm0") _, out("zmm1") _, out("zmm2") _, out("zmm3") _, out("zmm4") _,
+            out("zmm5") _, out("zmm6") _, out("zmm7") _, out("zmm8") _, out("zmm9") _,
+            out("zmm10") _, out("zmm11") _, out("zmm30") _, out("zmm31") _,
+            options(nostack, nomem),
+        );
+    }
+}
+
+/// GFLOP/s of `threads` threads running a register-only `vdpbf16ps` loop at once (12
+/// accumulators, 64 flops an instruction), best of three runs of `iters` iterations; `None`
+/// without AVX512-BF16.
+pub fn dpbf16_peak_gflops(threads: usize, iters: usize) -> Option<f64> {
+    if !available() {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let threads = threads.max(1);
+        let mut best = 0.0f64;
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            std::thread::scope(|s| {
+                for _ in 0..threads {
+                    // SAFETY: AVX512-BF16 was checked above.
+                    s.spawn(|| unsafe { dp_loop(iters) });
+                }
+            });
+            let flops = (threads * iters.max(1)) as f64 * 12.0 * 64.0;
+            best = best.max(flops / t.elapsed().as_secs_f64() / 1e9);
+        }
+        Some(best)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
