@@ -4,8 +4,11 @@
 //!
 //! - `("path", str)`, `("uri", str)` (a `data:` URI), `("bytes", name, bytes)`: encoded files,
 //!   decoded here with PIL's rules (`glm5v_prep::load_image`);
-//! - `("rgb", name, ndarray[h, w, 3] uint8)`: pixels upstream's processor would take as they are.
+//! - `("rgb", name, ndarray[h, w, 3] uint8)`: pixels upstream's processor would take as they are;
+//! - `("rgba" | "la", name, ndarray[h, w, 4 | 2] uint8)`: an RGBA / LA PIL image's samples, which
+//!   upstream's `convert_to_rgb` composites over white (done here, `pixels.rs`).
 
+use crate::pixels::Pixels;
 use glm5v_prep::ImageSource;
 use image::RgbImage;
 use numpy::{PyReadonlyArray3, PyUntypedArrayMethods};
@@ -20,7 +23,7 @@ pub struct Items {
     /// Encoded files, in call order.
     pub srcs: Vec<ImageSource>,
     /// Decoded pixels (name for messages, image), in call order.
-    pub rgbs: Vec<(String, RgbImage)>,
+    pub rgbs: Vec<(String, Pixels)>,
     /// Per input: `(is_rgb, index into srcs or rgbs)`.
     pub order: Vec<(bool, usize)>,
 }
@@ -57,14 +60,19 @@ pub fn extract(items: &Bound<'_, PyAny>) -> PyResult<Items> {
                 out.order.push((false, out.srcs.len()));
                 out.srcs.push(ImageSource::Bytes { name, bytes });
             }
-            "rgb" => {
+            "rgb" | "rgba" | "la" => {
                 let name: String = t.get_item(1)?.extract()?;
                 let arr: PyReadonlyArray3<'_, u8> = t.get_item(2)?.extract()?;
                 let shape = arr.shape();
                 let (h, w, c) = (shape[0], shape[1], shape[2]);
-                if c != 3 || h == 0 || w == 0 {
+                let want = match kind.as_str() {
+                    "rgb" => 3,
+                    "rgba" => 4,
+                    _ => 2,
+                };
+                if c != want || h == 0 || w == 0 {
                     return Err(PyValueError::new_err(format!(
-                        "{name}: pixels must be HxWx3 with H, W > 0, got {h}x{w}x{c}"
+                        "{name}: pixels must be HxWx{want} with H, W > 0, got {h}x{w}x{c}"
                     )));
                 }
                 let (hh, ww) = (u32::try_from(h), u32::try_from(w));
@@ -74,10 +82,20 @@ pub fn extract(items: &Bound<'_, PyAny>) -> PyResult<Items> {
                     )));
                 };
                 let data = arr.as_slice()?.to_vec();
-                let img = RgbImage::from_raw(ww, hh, data)
-                    .ok_or_else(|| PyValueError::new_err(format!("{name}: bad pixel buffer")))?;
+                let px = if want == 3 {
+                    Pixels::Rgb(RgbImage::from_raw(ww, hh, data).ok_or_else(|| {
+                        PyValueError::new_err(format!("{name}: bad pixel buffer"))
+                    })?)
+                } else {
+                    Pixels::Alpha {
+                        width: ww,
+                        height: hh,
+                        bands: want,
+                        data,
+                    }
+                };
                 out.order.push((true, out.rgbs.len()));
-                out.rgbs.push((name, img));
+                out.rgbs.push((name, px));
             }
             other => {
                 return Err(PyTypeError::new_err(format!(

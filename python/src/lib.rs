@@ -6,6 +6,7 @@ mod embed;
 mod errors;
 mod inputs;
 mod options;
+mod pixels;
 mod processor;
 
 use pyo3::prelude::*;

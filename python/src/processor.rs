@@ -29,7 +29,7 @@ pub fn prep_items(items: &Items, opts: &PrepOptions) -> Result<PixelBatch, PrepE
             items
                 .rgbs
                 .par_iter()
-                .map(|(_, img)| glm5v_prep::preprocess_rgb(img, opts))
+                .map(|(_, px)| glm5v_prep::preprocess_rgb(&px.rgb(), opts))
                 .collect::<Result<Vec<_>, _>>()
         },
     );
@@ -128,13 +128,9 @@ impl Prep {
                     .par_iter()
                     .map(|&(is_rgb, j)| {
                         if is_rgb {
-                            let (name, img) = &items.rgbs[j];
-                            glm5v_prep::plan_dims(
-                                name.clone(),
-                                img.height() as usize,
-                                img.width() as usize,
-                                opts,
-                            )
+                            let (name, px) = &items.rgbs[j];
+                            let (h, w) = px.dims();
+                            glm5v_prep::plan_dims(name.clone(), h, w, opts)
                         } else {
                             glm5v_prep::plan_image(&items.srcs[j], opts)
                         }
@@ -162,7 +158,7 @@ impl Prep {
                     .par_iter()
                     .map(|&(is_rgb, j)| {
                         if is_rgb {
-                            Ok(items.rgbs[j].1.clone())
+                            Ok(items.rgbs[j].1.rgb().into_owned())
                         } else {
                             glm5v_prep::load_image(&items.srcs[j], &opts.decode)
                         }

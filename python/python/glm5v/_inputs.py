@@ -106,6 +106,12 @@ def one_item(x: Any, i: int) -> Item:
         return ("bytes", f"<bytes #{i}>", bytes(x))
     if _is_pil(x):
         name = f"<PIL image #{i}, mode {x.mode}>"
+        if x.mode in ("RGBA", "LA"):
+            # convert("RGBA") of these is their own bands: the white composite is done in Rust
+            # with Pillow's arithmetic, without the GIL
+            arr = np.asarray(x)
+            if arr.dtype == np.uint8 and arr.ndim == 3 and arr.shape[2] == len(x.mode):
+                return (x.mode.lower(), name, np.ascontiguousarray(arr))
         return ("rgb", name, _pil_rgb(x, name))
     if isinstance(x, np.ndarray):
         name = f"<array #{i}, shape {x.shape}>"
