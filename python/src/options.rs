@@ -27,6 +27,9 @@ pub const PIXEL_KEYS: [&str; 13] = [
 pub const VIDEO_KEYS: [&str; 3] = ["fps", "max_frames", "do_sample_frames"];
 /// Keywords of ours: how files are decoded.
 pub const DECODE_KEYS: [&str; 2] = ["alpha", "max_pixels"];
+/// Keywords upstream takes that change nothing here: `size` (upstream's `resize` ignores it) and
+/// `do_convert_rgb` (must stay True: upstream's default, the only conversion implemented).
+pub const ACCEPTED_KEYS: [&str; 2] = ["size", "do_convert_rgb"];
 
 fn opt_err(m: String) -> PyErr {
     raise("OptionsError", m)
@@ -140,6 +143,15 @@ pub fn build(
                         )));
                     }
                 };
+            } else if key == "size" {
+                // ignored, as upstream's resize ignores it (the token budget sets the size)
+            } else if key == "do_convert_rgb" {
+                if !flag(&v, &key)? {
+                    return Err(opt_err(
+                        "`do_convert_rgb=False` is not supported (upstream's default True is)"
+                            .into(),
+                    ));
+                }
             } else if key == "max_pixels" {
                 o.decode.max_pixels = count(&v, &key)? as u64;
             } else {
@@ -148,6 +160,7 @@ pub fn build(
                     known.extend(VIDEO_KEYS);
                 }
                 known.extend(DECODE_KEYS);
+                known.extend(ACCEPTED_KEYS);
                 return Err(opt_err(format!(
                     "unknown option `{key}` (known: {})",
                     known.join(", ")

@@ -64,11 +64,18 @@ def test_decode_budget(proc):
         ({"alpha": "grey"}, "alpha"),
         ({"max_image_tokens": -3}, "non-negative integer"),
         ({"colour": 1}, "unknown option `colour`"),
+        ({"do_convert_rgb": False}, "do_convert_rgb=False"),
     ],
 )
 def test_bad_options(kwargs, message):
     with pytest.raises(glm5v.OptionsError, match=message):
         glm5v.ImageProcessor(**kwargs)
+
+
+def test_upstream_keywords_that_change_nothing(proc):
+    out = proc(images=str(PNG))
+    same = glm5v.ImageProcessor(size={"longest_edge": 1}, do_convert_rgb=True)(images=str(PNG))
+    assert same["pixel_values"].tobytes() == out["pixel_values"].tobytes()
 
 
 def test_per_call_options_are_checked(proc):
