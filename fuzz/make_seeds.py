@@ -112,3 +112,51 @@ put("checkpoint", "valid_bf16", b"\x00" + safetensors_bytes("BF16"))
 index = {"metadata": {}, "weight_map": {"model.visual." + n: "a.safetensors" for n, _ in specs}}
 index["weight_map"]["model.language_model.lm_head.weight"] = "text.safetensors"
 put("checkpoint", "index", b"\x01" + json.dumps(index).encode())
+
+# The differential targets of issue 26 (their own generator, so the seeds above stay as they were).
+rng2 = np.random.default_rng(26)
+
+
+def smooth(h, w):
+    """A smooth, cheaply compressed RGB image (gradients and a few blobs)."""
+    y, x = np.mgrid[0:h, 0:w]
+    a = np.stack([(x * 255 // max(w - 1, 1)), (y * 255 // max(h - 1, 1)), ((x + y) // 7 % 256)], -1)
+    return Image.fromarray(a.astype(np.uint8), "RGB")
+
+
+# prep_images: every image seed (mode byte 0: drop alpha, 64 tokens, 1 Mpixel, one copy; 1: over
+# white; 8: two copies), and JPEGs of 512k pixels or more, which prep decodes in stripes.
+for name, data in images.items():
+    put("prep_images", name, b"\x00" + data)
+put("prep_images", "png_rgb_batch2", b"\x08" + images["png_rgb"])
+put("prep_images", "png_rgba_white", b"\x01" + images["png_rgba"])
+big = smooth(520, 1024)
+put("prep_images", "jpeg_1024x520_420", b"\x00" + enc(big, "JPEG", quality=30))
+put("prep_images", "jpeg_1024x520_prog", b"\x06" + enc(big, "JPEG", quality=30, progressive=True))
+put("prep_images", "png_1024x520", b"\x00" + enc(big, "PNG", optimize=True))
+
+# jpeg_stripes: the JPEG seeds (stripes forced at any size) and large smooth JPEGs of each
+# subsampling, baseline and progressive, with restart markers.
+for name in ["jpeg_420", "jpeg_444_progressive", "jpeg_cmyk", "jpeg_gray", "jpeg_exif6"]:
+    put("jpeg_stripes", name, b"\x00" + images[name])
+put("jpeg_stripes", "smooth_420", b"\x21" + enc(smooth(96, 80), "JPEG", quality=60))
+put("jpeg_stripes", "smooth_422", b"\x42" + enc(smooth(70, 96), "JPEG", quality=60, subsampling=1))
+put("jpeg_stripes", "smooth_444_prog", b"\x83" + enc(smooth(90, 60), "JPEG", quality=60, subsampling=0, progressive=True))
+put("jpeg_stripes", "big_420", b"\x01" + enc(big, "JPEG", quality=30))
+put("jpeg_stripes", "restart_gray", b"\x02" + enc(smooth(64, 64).convert("L"), "JPEG", quality=50, restart_marker_rows=1))
+
+# split_inflate: raw zlib streams (mode 0) of a few kinds of data, and stream programs (mode 1).
+import zlib
+for i, (kind, level) in enumerate([("text", 6), ("noise", 1), ("runs", 9), ("rows", 6), ("rows", 1)]):
+    n = 3000
+    if kind == "text":
+        d = b"the quick brown fox jumps over the lazy dog " * (n // 44)
+    elif kind == "noise":
+        d = rng2.integers(0, 256, n, dtype=np.uint8).tobytes()
+    elif kind == "runs":
+        d = bytes((j // 97) % 7 for j in range(n))
+    else:
+        d = np.asarray(smooth(8, 120)).tobytes()
+    put("split_inflate", f"zlib_{kind}_{level}", b"\x00" + zlib.compress(d, level))
+for i in range(8):
+    put("split_inflate", f"program_{i}", b"\x01" + rng2.integers(0, 256, 600 + 300 * i, dtype=np.uint8).tobytes())

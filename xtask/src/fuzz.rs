@@ -4,7 +4,13 @@
 //! Shells out to `cargo fuzz run <target> fuzz/corpus/<target> fuzz/corpus/seed/<target> --
 //! -max_total_time=N` with `RUSTC_BOOTSTRAP=1` (cargo-fuzz passes `-Z` flags, which stable
 //! rustc accepts only with it; no other toolchain is needed). New corpus entries go to
-//! `fuzz/corpus/<target>/` (ignored by git); crashes to `fuzz/artifacts/<target>/`.
+//! `fuzz/corpus/<target>/` (ignored by git); crashes to `fuzz/artifacts/<target>/`. With
+//! `CARGO_TARGET_DIR` set, the fuzz builds go to its `fuzz/` subdirectory (their flags differ
+//! from every other build's); else to `fuzz/target/`.
+//!
+//! The differential targets of issue 26 (`prep_images`, `split_inflate`, `jpeg_stripes`) check
+//! the production paths against a second implementation, not only for panics; see each target's
+//! module text.
 
 use anyhow::{Context, bail};
 use std::io::{BufRead, BufReader};
@@ -12,7 +18,26 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// Every target in `fuzz/Cargo.toml`.
-pub const TARGETS: &[&str] = &["image", "data_uri", "config_json", "checkpoint"];
+pub const TARGETS: &[&str] = &[
+    "image",
+    "data_uri",
+    "config_json",
+    "checkpoint",
+    "prep_images",
+    "split_inflate",
+    "jpeg_stripes",
+];
+
+/// `--target-dir` for cargo-fuzz: `$CARGO_TARGET_DIR/fuzz` when that is set.
+pub fn target_dir_args() -> Vec<String> {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) if !d.is_empty() => vec![
+            "--target-dir".into(),
+            Path::new(&d).join("fuzz").display().to_string(),
+        ],
+        _ => Vec::new(),
+    }
+}
 
 /// What one libFuzzer run reported.
 #[derive(Debug, Default)]
@@ -23,6 +48,8 @@ struct Summary {
     corpus: Option<String>,
     artifacts: Vec<String>,
     exit: Option<i32>,
+    /// Wall-clock seconds of the run (the build before it not included).
+    seconds: f64,
 }
 
 /// The number after `key` in a libFuzzer status line (`#1234 DONE cov: 56 ft: 78 corp: 9/1Kb`).
@@ -81,10 +108,24 @@ pub fn run(repo_root: &Path, seconds: u64, targets: &[String]) -> anyhow::Result
         std::fs::create_dir_all(repo_root.join(&corpus))
             .with_context(|| format!("creating {corpus}"))?;
         println!("== fuzz {t}: {seconds} s (corpus {corpus}, seeds {seed})");
+        // the build first, so that the run's seconds are the fuzzer's
+        let built = Command::new("cargo")
+            .current_dir(repo_root)
+            .env("RUSTC_BOOTSTRAP", "1")
+            .args(["fuzz", "build", t])
+            .args(target_dir_args())
+            .status()
+            .context("running cargo fuzz build")?;
+        if !built.success() {
+            bail!("cargo fuzz build {t} failed");
+        }
+        let t0 = std::time::Instant::now();
         let mut child = Command::new("cargo")
             .current_dir(repo_root)
             .env("RUSTC_BOOTSTRAP", "1")
-            .args(["fuzz", "run", t, &corpus, &seed, "--"])
+            .args(["fuzz", "run", t])
+            .args(target_dir_args())
+            .args([&corpus, &seed, "--"])
             .arg(format!("-max_total_time={seconds}"))
             .args(["-timeout=20", "-rss_limit_mb=2048", "-print_final_stats=1"])
             .stdout(Stdio::inherit())
@@ -111,6 +152,7 @@ pub fn run(repo_root: &Path, seconds: u64, targets: &[String]) -> anyhow::Result
             }
         }
         s.exit = child.wait().context("waiting for cargo fuzz")?.code();
+        s.seconds = t0.elapsed().as_secs_f64();
         rows.push((t.clone(), s));
     }
 
@@ -129,7 +171,8 @@ pub fn run(repo_root: &Path, seconds: u64, targets: &[String]) -> anyhow::Result
             format!("cargo fuzz exited with {:?} (see output above)", s.exit)
         };
         println!(
-            "| {t} | {seconds} | {} | {} | {} | {} | {findings} |",
+            "| {t} | {:.0} | {} | {} | {} | {} | {findings} |",
+            s.seconds,
             opt(s.execs),
             opt(s.cov),
             opt(s.features),
