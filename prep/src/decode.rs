@@ -16,6 +16,9 @@
 //!   only differences are in mode handling, done here as Pillow does).
 //! - BMP: the `image` crate, except 16-bit BMPs, unpacked here with PIL's truncating widening.
 //!
+//! Files of the other formats PIL opens (TGA, ICO, PNM, QOI, AVIF, ...) are refused with an error
+//! naming the format (`other.rs`), not as "not a supported image".
+//!
 //! [`probe`] reads only the header; [`load_image`] runs the same header check first, so an image
 //! whose header promises more than [`DecodeOptions::max_pixels`] is refused before any pixel
 //! buffer is allocated (PIL's `DecompressionBombError`: `w * h > 2 * MAX_IMAGE_PIXELS`).
@@ -39,6 +42,7 @@ pub(crate) fn inflate_wait_for_second(on: bool) {
 }
 mod jpeg;
 mod modes;
+mod other;
 mod png;
 #[cfg(test)]
 pub(crate) use png::{test_photo, test_png};
@@ -165,8 +169,19 @@ fn checked_header(
     opts: &DecodeOptions,
 ) -> Result<(Format, header::Header, u8)> {
     let input = src.name();
-    let format = header::sniff(bytes).ok_or_else(|| PrepError::UnknownFormat {
-        input: input.clone(),
+    let format = header::sniff(bytes).ok_or_else(|| match other::pil_format(bytes) {
+        // A format PIL opens: name it.
+        Some(name) => PrepError::Unsupported {
+            input: input.clone(),
+            format: name.into(),
+            detail: format!(
+                "unsupported format: {name} (glm5v decodes PNG, JPEG, WebP, GIF, BMP and TIFF; \
+                 PIL opens {name}: convert the image to PNG)"
+            ),
+        },
+        None => PrepError::UnknownFormat {
+            input: input.clone(),
+        },
     })?;
     let h = header::parse(bytes, format).map_err(|f| f.into_error(&input, format))?;
     let (w64, h64) = (h.width as u64, h.height as u64);
