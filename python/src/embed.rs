@@ -249,7 +249,14 @@ impl Embed {
             .iter()
             .map(|g| g.map(|v| v as usize))
             .collect();
-        self.run(py, view, &grids, taps)
+        let (emb, spans, mut out_taps) = self.run(py, view, &grids, taps)?;
+        if taps {
+            // the dump's inputs too (TAPS.md section 2), so that it is complete on its own
+            let dim = b.patch_dim;
+            let pv = PyArray1::from_vec(py, b.pixel_values).reshape([rows, dim])?;
+            out_taps.push(("pixel_values".to_string(), pv.into_any()));
+        }
+        Ok((emb, spans, out_taps))
     }
 
     /// A pixel batch (`pixel_values` [N, D] float32 and its grids) -> as `embed`.
@@ -261,7 +268,8 @@ impl Embed {
         grid_thw: Vec<[usize; 3]>,
         taps: bool,
     ) -> PyResult<EmbedOut<'py>> {
-        let view = pixel_values.as_array();
-        self.run(py, view, &grid_thw, taps)
+        // a copy: another Python thread may write to the array while the GIL is released
+        let owned = pixel_values.as_array().to_owned();
+        self.run(py, owned.view(), &grid_thw, taps)
     }
 }

@@ -52,9 +52,19 @@ def test_every_tap_within_tolerance(embedder):
     r = embedder.embed(inputs_of(TINY), taps=True)
     report = glm5v.diff(r.taps, TINY / "taps.safetensors")
     assert report.passed, str(report)
-    assert len(report) == len(glm5v._glm5v.tap_names(2)) == 30
-    assert report.first_divergence is None and not report.only_in_a
+    assert len(report) == len(glm5v._glm5v.tap_names(2)) + 1 == 31  # + pixel_values
+    assert report["pixel_values"].max_abs == 0.0  # the processor's input, upstream's bytes
+    assert report.first_divergence is None and not report.only_in_a and not report.only_in_b
     assert report["merger"].rel_l2 < 1e-5
+
+
+def test_saved_taps_are_a_dump(embedder, tmp_path):
+    r = embedder.embed(inputs_of(TINY), taps=True)
+    r.save_taps(tmp_path / "ours.safetensors")
+    tensors, meta = read_safetensors(tmp_path / "ours.safetensors")
+    assert meta == {"producer": "glm5v (python)", "precision": "f32"}
+    np.testing.assert_array_equal(tensors["image_grid_thw"], [[1, 8, 10]])
+    assert glm5v.diff(tmp_path / "ours.safetensors", TINY / "taps.safetensors").passed
 
 
 def test_f64_is_the_tighter_oracle(tiny_dump):

@@ -41,8 +41,19 @@ class EmbedResult:
     spans: List[ImageSpan]
     #: ``[I, 3]`` int64, the grids of the batch.
     image_grid_thw: Any
-    #: The tap dump of the forward, name -> ``[rows, cols]`` float32, when asked for.
+    #: The tap dump of the forward, name -> ``[rows, cols]`` float32, with the inputs
+    #: (``pixel_values``, ``image_grid_thw``), when asked for.
     taps: Optional[Dict[str, np.ndarray]] = field(default=None, repr=False)
+    #: The precision the forward ran in.
+    precision: str = "f32"
+
+    def save_taps(self, path: Any) -> None:
+        """Writes :attr:`taps` as a tap dump (``glm5v diff`` and :func:`glm5v.diff` read it)."""
+        if self.taps is None:
+            raise ValueError("no taps: call embed(..., taps=True)")
+        from .taps import save
+
+        save(path, self.taps, {"producer": "glm5v (python)", "precision": self.precision})
 
     def per_image(self) -> List[Any]:
         """The embeddings split by input."""
@@ -105,7 +116,7 @@ class Embedder:
             f"depth={self.depth}, out_hidden_size={self.out_hidden_size})"
         )
 
-    def _result(self, out: Any, return_tensors: Optional[str]) -> EmbedResult:
+    def _result(self, out: Any, return_tensors: Optional[str], pixel_values: Any = None) -> EmbedResult:
         emb, spans, taps = out
         grids = np.array([s[0] for s in spans], dtype=np.int64).reshape(-1, 3)
         if return_tensors == "pt":
@@ -114,11 +125,18 @@ class Embedder:
             emb, grids = torch.from_numpy(emb), torch.from_numpy(grids)
         elif return_tensors not in (None, "np"):
             raise ValueError(f'return_tensors must be "np", "pt" or None, got {return_tensors!r}')
+        tap_dict = None
+        if taps:
+            tap_dict = dict(taps)
+            tap_dict["image_grid_thw"] = np.asarray(grids, dtype=np.int64).reshape(-1, 3)
+            if pixel_values is not None:
+                tap_dict.setdefault("pixel_values", pixel_values)
         return EmbedResult(
             embeddings=emb,
             spans=[ImageSpan(tuple(g), o, c, p) for g, o, c, p in spans],
             image_grid_thw=grids,
-            taps=dict(taps) if taps else None,
+            taps=tap_dict,
+            precision=self.precision,
         )
 
     def embed(self, images: Any, return_tensors: Optional[str] = "np", taps: bool = False) -> EmbedResult:
@@ -138,7 +156,7 @@ class Embedder:
         ``[I, 3]``; numpy or torch) through the tower."""
         pv = np.ascontiguousarray(_to_numpy(pixel_values), dtype=np.float32)
         grids = [tuple(int(v) for v in g) for g in np.asarray(_to_numpy(image_grid_thw)).reshape(-1, 3)]
-        return self._result(self._core.embed_pixels(pv, grids, taps), return_tensors)
+        return self._result(self._core.embed_pixels(pv, grids, taps), return_tensors, pv if taps else None)
 
 
 def _to_numpy(x: Any) -> Any:
