@@ -16,6 +16,7 @@ mod docs_check;
 mod fixtures;
 mod fuzz;
 mod mutants;
+mod sanitize;
 mod util;
 
 use std::process::ExitCode;
@@ -33,6 +34,9 @@ tasks:
                                     copy and check that the tower fixtures fail for each (slow)
   fuzz [--seconds N] [TARGET...]    run the cargo-fuzz targets of fuzz/ for N seconds each
                                     (default 60; needs cargo-fuzz)
+  sanitize [STEP...]                prep tests, a reference subset and the fuzz corpora under
+                                    ASan, threaded prep tests under TSan (asan-prep,
+                                    asan-reference, asan-fuzz, tsan-prep; minutes each)
   fixtures --check                  verify committed fixtures against their manifests
   docs-check [--list]               run the README's and docs/'s code blocks marked `check`
                                     (cheap commands on the fixtures, the Rust example, Python)
@@ -51,6 +55,7 @@ fn main() -> ExitCode {
         Some("mutants-lite") => mutants::run(&args[1..]),
         Some("docs-check") => docs_check::run(&args[1..]),
         Some("fuzz") => fuzz_cmd(&args[1..]),
+        Some("sanitize") => sanitize::run(&util::repo_root(), &args[1..]),
         Some("-h" | "--help" | "help") => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
