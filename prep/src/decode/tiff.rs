@@ -5,7 +5,9 @@
 //! the tag set to BlackIsZero gives the indices, and the colormap keeps the high byte of each
 //! 16-bit entry (`b // 256`), as Pillow's palette does; palette + alpha ("PA") keeps each pixel's
 //! alpha beside its palette colour. FillOrder 2 (bits of each byte from the lowest) is undone for
-//! uncompressed gray of 1-8 bits, as Pillow's `;R` unpackers do.
+//! uncompressed gray of 1-8 bits, as Pillow's `;R` unpackers do. Signed gray (SampleFormat 2):
+//! 8-bit as its bytes, 16/32-bit as mode "I" (clipped to 0..=255 in RGB). Separate planes
+//! (PlanarConfiguration 2) in strips are interleaved here; in tiles they are refused.
 //!
 //! JPEG-compressed TIFFs (compression 6 and 7) are refused: Pillow decodes them with libtiff and
 //! libjpeg-turbo (colour conversion, upsampling, JPEGTables), which the `tiff` crate's JPEG path
@@ -73,7 +75,32 @@ pub(crate) fn decode(data: &[u8], max_bytes: usize) -> Result<Raster, Fail> {
         .map_err(map_err)?
         .unwrap_or_default();
     let n = w as usize * h as usize;
-    let mut img = dec.read_image().map_err(map_err)?;
+    let planar = dec
+        .find_tag_unsigned::<u16>(Tag::PlanarConfiguration)
+        .map_err(map_err)?
+        == Some(2);
+    if planar && dec.find_tag(Tag::TileWidth).map_err(map_err)?.is_some() {
+        // tiff 0.11's planar read of tiles trips an assertion inside the crate (the Pillow
+        // corpus's tiff_tiled_planar_*): refused until the crate reads them.
+        return Err(Fail::Unsupported(
+            "tiled TIFF with separate planes (PlanarConfiguration 2)".into(),
+        ));
+    }
+    let mut img = if planar {
+        // PlanarConfiguration 2: the planes one after the other, interleaved here.
+        let samples = dec
+            .find_tag_unsigned::<u16>(Tag::SamplesPerPixel)
+            .map_err(map_err)?
+            .unwrap_or(1) as usize;
+        let mut r = DecodingResult::U8(Vec::new());
+        let layout = dec.read_image_to_buffer(&mut r).map_err(map_err)?;
+        if r.as_buffer(0).as_bytes().len() < layout.complete_len {
+            return Err(Fail::Limits);
+        }
+        interleave(r, samples).ok_or_else(|| unsupported_planar(color))?
+    } else {
+        dec.read_image().map_err(map_err)?
+    };
     if fill_reversed && matches!(color, ColorType::Gray(1 | 2 | 4 | 8)) {
         if compression.unwrap_or(1) != 1 {
             return Err(Fail::Unsupported(format!(
@@ -144,6 +171,17 @@ pub(crate) fn decode(data: &[u8], max_bytes: usize) -> Result<Raster, Fail> {
         }
         (ColorType::Gray(8), DecodingResult::U8(v)) => Pixels::L(v),
         (ColorType::Gray(16), DecodingResult::U16(v)) => Pixels::I16(v),
+        // Signed samples (SampleFormat 2): 8-bit is read as its bytes ("L"), 16 and 32-bit as
+        // mode "I" ("I;16S", "I;32S"), whose conversion to RGB clips to 0..=255 (`i2rgb`).
+        (ColorType::Gray(8), DecodingResult::I8(v)) => {
+            Pixels::L(v.into_iter().map(|x| x as u8).collect())
+        }
+        (ColorType::Gray(16), DecodingResult::I16(v)) => {
+            Pixels::L(v.into_iter().map(|x| x.clamp(0, 255) as u8).collect())
+        }
+        (ColorType::Gray(32), DecodingResult::I32(v)) => {
+            Pixels::L(v.into_iter().map(|x| x.clamp(0, 255) as u8).collect())
+        }
         (ColorType::Gray(b @ (1 | 2 | 4)), DecodingResult::U8(v)) => {
             let idx = unpack_bits(&v, w as usize, h as usize, b as usize);
             match b {
@@ -206,6 +244,30 @@ pub(crate) fn decode(data: &[u8], max_bytes: usize) -> Result<Raster, Fail> {
         pixels,
         transparency: Transparency::None,
     })
+}
+
+fn unsupported_planar(color: ColorType) -> Fail {
+    Fail::Unsupported(format!("planar TIFF of {color:?}"))
+}
+
+/// `samples` planes of equal length, one after the other, to interleaved samples (8 and 16 bits).
+fn interleave(r: DecodingResult, samples: usize) -> Option<DecodingResult> {
+    fn mix<T: Copy>(v: &[T], samples: usize) -> Option<Vec<T>> {
+        if samples == 0 || !v.len().is_multiple_of(samples) {
+            return None;
+        }
+        let n = v.len() / samples;
+        Some(
+            (0..n * samples)
+                .map(|i| v[(i % samples) * n + i / samples])
+                .collect(),
+        )
+    }
+    match r {
+        DecodingResult::U8(v) => mix(&v, samples).map(DecodingResult::U8),
+        DecodingResult::U16(v) => mix(&v, samples).map(DecodingResult::U16),
+        _ => None,
+    }
 }
 
 /// RGBA with ExtraSamples: 0 (unspecified) is "RGBX", 1 (associated) is "RGBa", else "RGBA".
