@@ -29,8 +29,9 @@ if [ ! -x "$venv/bin/python" ]; then "$py" -m venv "$venv"; fi
 step "cargo fmt --check"
 cargo fmt --manifest-path python/Cargo.toml --check
 
-step "cargo clippy -D warnings"
+step "cargo clippy -D warnings (default features, then with the gpu feature)"
 cargo clippy --manifest-path python/Cargo.toml --release --all-targets -- -D warnings
+cargo clippy --manifest-path python/Cargo.toml --release --all-targets --features gpu -- -D warnings
 
 step "wheel (maturin build --release) and install"
 rm -rf "$root/target/python-ci/wheels"
