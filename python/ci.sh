@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # CI for the Python package (issue 24), runnable on a fresh machine with Rust, a C compiler and
 # Python 3.10+ (3.11 in CI; the wheel runs on 3.9+, but Pillow 13 needs 3.10): a venv under
-# target/ with maturin, numpy, Pillow and pytest from PyPI, the abi3 wheel built and installed, cargo fmt --check and clippy -D warnings for this
-# workspace (python/ is its own cargo workspace), then pytest. No torch: the tests that need it
+# target/ with maturin, numpy, Pillow and pytest from PyPI, the abi3 wheel built and installed,
+# cargo fmt --check and clippy -D warnings for this workspace (python/ is its own cargo
+# workspace), then pytest. No torch: the tests that need it
 # (return_tensors="pt", taps.record, the live comparison with upstream) skip themselves.
 #
 #   bash python/ci.sh            (from anywhere; PYTHON=python3.11 to pick the interpreter)
