@@ -142,3 +142,19 @@ def test_video_errors():
         vp(videos=[[a, a]], clip_fps=0.0)
     with pytest.raises(ValueError, match="clip_fps"):
         vp(videos=[[a, a]])
+
+
+def test_video_processor_reads_its_own_config(tmp_path):
+    (tmp_path / "preprocessor_config.json").write_text('{"max_image_tokens": 64}')
+    (tmp_path / "video_preprocessor_config.json").write_text(
+        '{"fps": 1.0, "max_frames": 4, "max_image_tokens": 100}'
+    )
+    vp = glm5v.VideoProcessor.from_pretrained(tmp_path)
+    assert (vp.fps, vp.max_frames, vp.max_image_tokens) == (1.0, 4, 100)
+    assert glm5v.ImageProcessor.from_pretrained(tmp_path).max_image_tokens == 64
+    frames = [np.full((56, 84, 3), i * 20, np.uint8) for i in range(10)]
+    out = vp(videos=[frames], clip_fps=2.0)  # 10 frames at 2 fps, sampled at 1 fps, at most 4
+    assert len(out["frame_indices"][0]) <= 4 and out["video_grid_thw"][0][0] * 2 == len(out["frame_indices"][0])
+    with pytest.raises(glm5v.OptionsError, match="fps"):
+        (tmp_path / "video_preprocessor_config.json").write_text('{"fps": -1}')
+        glm5v.VideoProcessor.from_pretrained(tmp_path)
