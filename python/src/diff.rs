@@ -53,16 +53,19 @@ fn open(label: &str, side: &Bound<'_, PyAny>) -> PyResult<TapDump> {
     TapDump::from_bytes(Path::new(label), bytes).map_err(conformance_err)
 }
 
-/// `diff(a, b, tolerance, rtol)` -> `(report JSON, table text)`. `a` / `b` are paths or
-/// `(tensors, metadata)` pairs; `tolerance` a preset name, or `rtol` a relative-L2 bound.
+/// `diff(a, b, tolerance, rtol, label_a, label_b)` -> `(report JSON, table text)`. `a` / `b`
+/// are paths or `(tensors, metadata)` pairs (named by the labels in the report); `tolerance` a
+/// preset name, or `rtol` a relative-L2 bound.
 #[pyfunction]
-#[pyo3(signature = (a, b, tolerance=None, rtol=None))]
+#[pyo3(signature = (a, b, tolerance=None, rtol=None, label_a=None, label_b=None))]
 pub fn diff(
     py: Python<'_>,
     a: &Bound<'_, PyAny>,
     b: &Bound<'_, PyAny>,
     tolerance: Option<&str>,
     rtol: Option<f64>,
+    label_a: Option<String>,
+    label_b: Option<String>,
 ) -> PyResult<(String, String)> {
     let pick = match (tolerance, rtol) {
         (Some(_), Some(_)) => {
@@ -75,10 +78,9 @@ pub fn diff(
         (None, Some(x)) => TolerancePick::Rtol(x),
         (None, None) => TolerancePick::default(),
     };
-    let (da, db) = (
-        open("<a: taps in memory>", a)?,
-        open("<b: taps in memory>", b)?,
-    );
+    let la = label_a.unwrap_or_else(|| "<a: taps in memory>".into());
+    let lb = label_b.unwrap_or_else(|| "<b: taps in memory>".into());
+    let (da, db) = (open(&la, a)?, open(&lb, b)?);
     let report = py
         .detach(|| compare_dumps(&da, &db, pick))
         .map_err(conformance_err)?;

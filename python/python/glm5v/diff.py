@@ -151,7 +151,7 @@ def _side(x: Any) -> Any:
     if isinstance(x, (str, os.PathLike)):
         return os.fspath(x)
     if hasattr(x, "taps") and hasattr(x, "metadata") and not isinstance(x, Mapping):
-        return _held(x.taps, x.metadata)  # a glm5v.taps.Recording
+        return _held(x.taps, x.metadata)  # a glm5v.taps.Recording (or a subset of a dump)
     if isinstance(x, Mapping):
         return _held(x, None)
     raise TypeError(f"a tap dump must be a path or a mapping of name -> array, got {type(x).__name__}")
@@ -164,8 +164,9 @@ def diff(a: Taps, b: Taps, tolerance: Union[str, float, None] = None) -> DiffRep
     ``self_disagreement``; ``"gpu-f32"``; ``"gpu-bf16"``) or a number (a relative-L2 bound)."""
     if isinstance(tolerance, bool):
         raise TypeError("tolerance must be a preset name or a number")
+    la, lb = (getattr(x, "label", None) for x in (a, b))
     if isinstance(tolerance, (int, float)):
-        raw, table = _glm5v.diff(_side(a), _side(b), None, float(tolerance))
+        raw, table = _glm5v.diff(_side(a), _side(b), None, float(tolerance), la, lb)
     else:
-        raw, table = _glm5v.diff(_side(a), _side(b), tolerance, None)
+        raw, table = _glm5v.diff(_side(a), _side(b), tolerance, None, la, lb)
     return DiffReport(raw, table)

@@ -132,6 +132,8 @@ class Recording:
             "precision": "f32",
         }
         self._handles: list = []
+        #: How a diff report names this recording.
+        self.label = f"<taps.record of {type(module).__name__}>"
 
     def add_inputs(self, pixel_values: Any, image_grid_thw: Any) -> None:
         """Stores the batch's inputs too, so that a diff can locate rows in the batch."""

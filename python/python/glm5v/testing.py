@@ -17,8 +17,8 @@ def _fmt(x: Optional[float], spec: str = ".3e") -> str:
 class _Taps:
     """Taps and metadata, the shape :func:`glm5v.diff` takes for a recording."""
 
-    def __init__(self, taps: Mapping[str, Any], metadata: Mapping[str, Any]) -> None:
-        self.taps, self.metadata = dict(taps), dict(metadata)
+    def __init__(self, taps: Mapping[str, Any], metadata: Mapping[str, Any], label: Optional[str] = None) -> None:
+        self.taps, self.metadata, self.label = dict(taps), dict(metadata), label
 
 
 def _subset(side: Taps, names: Iterable[str]) -> Taps:
@@ -29,7 +29,7 @@ def _subset(side: Taps, names: Iterable[str]) -> Taps:
         from .taps import load
 
         tensors, meta = load(side)
-        return _Taps({k: v for k, v in tensors.items() if k in keep}, meta)
+        return _Taps({k: v for k, v in tensors.items() if k in keep}, meta, f"{os.fspath(side)} (taps asked for)")
     if isinstance(side, Mapping):
         return {k: v for k, v in side.items() if k in keep}
     if hasattr(side, "taps") and hasattr(side, "metadata"):
