@@ -81,9 +81,8 @@ pub fn diff(
     let la = label_a.unwrap_or_else(|| "<a: taps in memory>".into());
     let lb = label_b.unwrap_or_else(|| "<b: taps in memory>".into());
     let (da, db) = (open(&la, a)?, open(&lb, b)?);
-    let report = py
-        .detach(|| compare_dumps(&da, &db, pick))
-        .map_err(conformance_err)?;
+    let report =
+        crate::pool::detached(py, || compare_dumps(&da, &db, pick))?.map_err(conformance_err)?;
     Ok((render::json(&report), render::table(&report)))
 }
 

@@ -78,14 +78,14 @@ impl Embed {
             Some(n) => Threads::Count(n),
         };
         let prep = crate::options::build(Some(model_dir.clone()), options, false)?;
-        let tower = py
-            .detach(|| GpuTower::load(&model_dir, GpuOptions { precision }))
-            .map_err(|e| {
-                raise(
-                    "ModelError",
-                    format!("--backend gpu: {}: {e}", model_dir.display()),
-                )
-            })?;
+        let tower =
+            crate::pool::detached(py, || GpuTower::load(&model_dir, GpuOptions { precision }))?
+                .map_err(|e| {
+                    raise(
+                        "ModelError",
+                        format!("--backend gpu: {}: {e}", model_dir.display()),
+                    )
+                })?;
         let mut inner = Embedder::from_tower(Box::new(tower), threads).map_err(embed_err)?;
         inner.set_prep_options(prep.clone());
         Ok(Embed {
@@ -119,17 +119,16 @@ impl Embed {
         taps: bool,
     ) -> PyResult<EmbedOut<'py>> {
         let inner = &self.inner;
-        let (emb, tapmap) = py
-            .detach(|| {
-                let mut sink = TapMap::new(TapFilter::all());
-                let e = if taps {
-                    inner.embed_pixels_with(pixels, grids, Some(&mut sink), None)
-                } else {
-                    inner.embed_pixels(pixels, grids)
-                };
-                e.map(|e| (e, sink))
-            })
-            .map_err(embed_err)?;
+        let (emb, tapmap) = crate::pool::detached(py, || {
+            let mut sink = TapMap::new(TapFilter::all());
+            let e = if taps {
+                inner.embed_pixels_with(pixels, grids, Some(&mut sink), None)
+            } else {
+                inner.embed_pixels(pixels, grids)
+            };
+            e.map(|e| (e, sink))
+        })?
+        .map_err(embed_err)?;
         let (rows, cols) = emb.embeddings.dim();
         let (flat, _) = emb.embeddings.into_raw_vec_and_offset();
         let arr = PyArray1::from_vec(py, flat)
@@ -184,9 +183,8 @@ impl Embed {
         };
         let prep = crate::options::build(Some(model_dir.clone()), options, false)?;
         let eo = EmbedOptions { precision, threads };
-        let mut inner = py
-            .detach(|| Embedder::load(&model_dir, eo))
-            .map_err(embed_err)?;
+        let mut inner =
+            crate::pool::detached(py, || Embedder::load(&model_dir, eo))?.map_err(embed_err)?;
         inner.set_prep_options(prep.clone());
         Ok(Embed {
             inner,
@@ -240,7 +238,7 @@ impl Embed {
     ) -> PyResult<EmbedOut<'py>> {
         let items = extract(items)?;
         let prep = &self.prep;
-        let b = py.detach(|| prep_items(&items, prep)).map_err(prep_err)?;
+        let b = crate::pool::detached(py, || prep_items(&items, prep))?.map_err(prep_err)?;
         let rows = b.pixel_values.len() / b.patch_dim.max(1);
         let view = ArrayView2::from_shape((rows, b.patch_dim), &b.pixel_values)
             .expect("prep returns whole rows");

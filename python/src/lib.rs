@@ -7,6 +7,7 @@ mod errors;
 mod inputs;
 mod options;
 mod pixels;
+mod pool;
 mod processor;
 
 use pyo3::prelude::*;

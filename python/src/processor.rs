@@ -113,7 +113,7 @@ impl Prep {
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let items = extract(items)?;
         let opts = &self.opts;
-        let b = py.detach(|| prep_items(&items, opts)).map_err(prep_err)?;
+        let b = crate::pool::detached(py, || prep_items(&items, opts))?.map_err(prep_err)?;
         to_numpy(py, b.pixel_values, b.patch_dim, &b.image_grid_thw)
     }
 
@@ -121,23 +121,22 @@ impl Prep {
     fn plan(&self, py: Python<'_>, items: &Bound<'_, PyAny>) -> PyResult<String> {
         let items = extract(items)?;
         let opts = &self.opts;
-        let plans = py
-            .detach(|| {
-                items
-                    .order
-                    .par_iter()
-                    .map(|&(is_rgb, j)| {
-                        if is_rgb {
-                            let (name, px) = &items.rgbs[j];
-                            let (h, w) = px.dims();
-                            glm5v_prep::plan_dims(name.clone(), h, w, opts)
-                        } else {
-                            glm5v_prep::plan_image(&items.srcs[j], opts)
-                        }
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .map_err(prep_err)?;
+        let plans = crate::pool::detached(py, || {
+            items
+                .order
+                .par_iter()
+                .map(|&(is_rgb, j)| {
+                    if is_rgb {
+                        let (name, px) = &items.rgbs[j];
+                        let (h, w) = px.dims();
+                        glm5v_prep::plan_dims(name.clone(), h, w, opts)
+                    } else {
+                        glm5v_prep::plan_image(&items.srcs[j], opts)
+                    }
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })?
+        .map_err(prep_err)?;
         Ok(serde_json::to_string(&plans).expect("plans serialise"))
     }
 
@@ -151,22 +150,21 @@ impl Prep {
     ) -> PyResult<VideoOut<'py>> {
         let items = extract(items)?;
         let opts = &self.opts;
-        let v = py
-            .detach(|| {
-                let decoded: Vec<image::RgbImage> = items
-                    .order
-                    .par_iter()
-                    .map(|&(is_rgb, j)| {
-                        if is_rgb {
-                            Ok(items.rgbs[j].1.rgb().into_owned())
-                        } else {
-                            glm5v_prep::load_image(&items.srcs[j], &opts.decode)
-                        }
-                    })
-                    .collect::<Result<_, _>>()?;
-                glm5v_prep::prep_video_frames(&decoded, fps, opts)
-            })
-            .map_err(prep_err)?;
+        let v = crate::pool::detached(py, || {
+            let decoded: Vec<image::RgbImage> = items
+                .order
+                .par_iter()
+                .map(|&(is_rgb, j)| {
+                    if is_rgb {
+                        Ok(items.rgbs[j].1.rgb().into_owned())
+                    } else {
+                        glm5v_prep::load_image(&items.srcs[j], &opts.decode)
+                    }
+                })
+                .collect::<Result<_, _>>()?;
+            glm5v_prep::prep_video_frames(&decoded, fps, opts)
+        })?
+        .map_err(prep_err)?;
         let dim = opts.video.pixels.patch_dim();
         let grid = [v.grid_thw.map(|d| d as i64)];
         let (pv, g) = to_numpy(py, v.pixel_values, dim, &grid)?;

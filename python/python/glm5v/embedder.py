@@ -72,9 +72,11 @@ class Embedder:
     - ``precision``: on the CPU "f32" (upstream's, the default), "f64" (the tighter oracle) or
       "bf16" (the GPU's policy: bf16 weights and product inputs, f32 accumulation); on the GPU
       "bf16" (the default) or "f32".
-    - ``threads``: a pool of that many threads, else rayon's global pool.
+    - ``threads``: a pool of that many threads owned by the embedder, else glm5v's shared pool.
 
-    Forwards release the GIL; one embedder may be shared between threads.
+    Forwards release the GIL; one embedder may be shared between threads. With ``threads=None``
+    it also works in a child forked after it was made (the shared pool is rebuilt there); an
+    embedder with its own pool, or on the GPU, does not survive a fork: make it in the child.
     """
 
     def __init__(

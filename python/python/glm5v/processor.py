@@ -108,7 +108,8 @@ class ImageProcessor(_Base):
     white, as upstream does for ``PIL.Image.open(path)``) and ``max_pixels`` (decode budget).
 
     Calls release the GIL and use the Rust thread pool for several images; one processor can
-    be shared by any number of Python threads.
+    be shared by any number of Python threads, and used in a child forked after it was made
+    (the pool is rebuilt in the child; its size is ``RAYON_NUM_THREADS``, else one per core).
 
     >>> proc = ImageProcessor()
     >>> out = proc(images=["a.jpg", open("b.png", "rb").read()], return_tensors="np")
