@@ -56,13 +56,26 @@ impl Parts {
     }
 }
 
-/// Inputs per summation chunk: long enough that the chunk's bookkeeping (four tile stores and
-/// the adds into the running values) is a few percent of its products; short enough for the
-/// f32 products' accuracy (the f32 panels' chunk is 256, and one chain over a 10240-input
+/// Inputs per summation chunk: 512 (16 steps), so that a row block's inputs for the chunk
+/// (32 rows x 16 steps x 64 bytes a part: 32 KiB in the bf16 mode) stay in L1 while the
+/// column blocks of a task's group run over them, and the chunk's bookkeeping (four tile stores
+/// and the adds into the running values) is a few percent of its products; short enough for the
+/// f32 products' accuracy too (the f32 panels' chunk is 256, and one chain over a 10240-input
 /// merger row took the full-geometry fixture from 0.51 to 0.92 of its tolerance there).
+/// Measured in the bf16 mode on the GPU machine's Xeon (`bench cpu --precision bf16`, 2 cores,
+/// one run each): 8x8 / 32x32 at 3.09x / 1.39x upstream's bf16 with 512, 2.09x / 1.21x with
+/// 1024, 2.12x / 1.04x with 256. `GLM5V_CPU_AMX_KC=N` (a multiple of 32) sets the bf16 mode's
+/// chunk, for measuring.
 fn kc(parts: Parts) -> usize {
+    static BF16: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     match parts {
-        Parts::One => 1024,
+        Parts::One => *BF16.get_or_init(|| {
+            std::env::var("GLM5V_CPU_AMX_KC")
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|v| *v >= KB && v % KB == 0)
+                .unwrap_or(512)
+        }),
         Parts::Three => 512,
     }
 }
