@@ -778,6 +778,24 @@ mod tests {
         }
     }
 
+    /// Under bf16's normal range (~1.2e-38) the unit reads a part as zero: a subnormal input
+    /// adds nothing, and a tiny normal one keeps its parts that are normal (here hi and mid:
+    /// the product is exact to 2^-16 of itself).
+    #[test]
+    fn parts_under_the_normal_range_are_zero() {
+        if !available() {
+            return;
+        }
+        let w = Array2::from_elem((1, 2), 1.0f32);
+        let aw = AmxWeight::pack(w.view(), false).unwrap();
+        let mut y = [0.0f32];
+        aw.linear(&[1e-39, 3.0], 1, None, None, &mut y, Parts::Three);
+        assert_eq!(y[0], 3.0);
+        let x = 1.2345678e-36f32;
+        aw.linear(&[x, 0.0], 1, None, None, &mut y, Parts::Three);
+        assert!(((y[0] - x) / x).abs() < 2f32.powi(-16), "{} vs {x}", y[0]);
+    }
+
     #[test]
     fn refuses_inexact_weights_unless_rounding() {
         let w = Array2::from_shape_fn((3, 4), |(i, j)| 0.1 * (i + j) as f32);

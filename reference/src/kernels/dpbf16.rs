@@ -444,6 +444,11 @@ mod tests {
                 }
             }
         }
+        // values under bf16's (= f32's) normal range: vdpbf16ps reads them as zero
+        let w1 = Array2::from_elem((1, 2), 1.0f32);
+        let mut y1 = [7.0f32];
+        Bf16Panels::pack(w1.view()).linear(&[1e-39, 3.0], 1, None, None, &mut y1);
+        assert_eq!(y1[0], 3.0);
         // specials: an Inf input gives +-Inf, a NaN gives NaN, in their rows only
         let (m, k, n) = (3, 9, 5);
         let w = Array2::from_shape_fn((n, k), |(o, _)| if o % 2 == 0 { 0.5 } else { -0.25 });
