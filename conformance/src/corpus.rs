@@ -27,8 +27,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-/// PIL format names (`Image.format`) of the files prep reads: MPO is a JPEG, APNG a PNG.
-pub const READ_FORMATS: &[&str] = &["PNG", "JPEG", "MPO", "WEBP", "GIF", "BMP", "TIFF"];
+/// PIL format names (`Image.format`) of the files prep reads: MPO is a JPEG, APNG a PNG, PPM
+/// the whole PNM family.
+pub const READ_FORMATS: &[&str] = &[
+    "PNG", "JPEG", "MPO", "WEBP", "GIF", "BMP", "TIFF", "QOI", "PPM", "TGA", "ICO",
+];
 
 /// `fixtures/corpus/corpus.json`.
 #[derive(Debug, Clone, Deserialize)]

@@ -14,9 +14,11 @@
 //! - WebP: libwebp (`libwebp-sys`) through `WebPAnimDecoder`, the API Pillow's `_webp` uses.
 //! - PNG / GIF / TIFF: the raw samples of the `png` / `gif` / `tiff` crates (lossless formats: the
 //!   only differences are in mode handling, done here as Pillow does).
-//! - BMP: the `image` crate, except 16-bit BMPs, unpacked here with PIL's truncating widening.
+//! - BMP: read here as Pillow's `BmpImagePlugin` reads it (`bmp.rs`).
+//! - QOI, PNM (P1-P6), TGA, ICO (the largest entry): the `image` crate's decoders (`foreign.rs`),
+//!   measured equal to `load_image` on the Pillow corpus.
 //!
-//! Files of the other formats PIL opens (TGA, ICO, PNM, QOI, AVIF, ...) are refused with an error
+//! Files of the other formats PIL opens (AVIF, DDS, PSD, JPEG 2000, CUR, ...) are refused with an error
 //! naming the format (`other.rs`), not as "not a supported image".
 //!
 //! [`probe`] reads only the header; [`load_image`] runs the same header check first, so an image
@@ -25,6 +27,7 @@
 
 mod bmp;
 mod exif;
+mod foreign;
 #[doc(hidden)]
 pub mod fuzz_hooks;
 mod gif;
@@ -122,7 +125,7 @@ impl Default for DecodeOptions {
 pub struct ImageHeader {
     pub width: u32,
     pub height: u32,
-    /// PIL's format name: "PNG", "JPEG", "GIF", "BMP", "WEBP" or "TIFF".
+    /// PIL's format name: "PNG", "JPEG", "GIF", "BMP", "WEBP", "TIFF", "QOI", "PPM", "TGA" or "ICO".
     pub format: &'static str,
     /// EXIF orientation 1-8 (1 when absent).
     pub orientation: u8,
@@ -175,8 +178,8 @@ fn checked_header(
             input: input.clone(),
             format: name.into(),
             detail: format!(
-                "unsupported format: {name} (glm5v decodes PNG, JPEG, WebP, GIF, BMP and TIFF; \
-                 PIL opens {name}: convert the image to PNG)"
+                "unsupported format: {name} (glm5v decodes PNG, JPEG, WebP, GIF, BMP, TIFF, \
+                 QOI, PNM, TGA and ICO; PIL opens {name}: convert the image to PNG)"
             ),
         },
         None => PrepError::UnknownFormat {
@@ -294,6 +297,9 @@ fn decode_checked(
         Format::Gif => gif::decode(bytes, max_bytes),
         Format::Bmp => bmp::decode(bytes, max_bytes),
         Format::Tiff => tiff::decode(bytes, max_bytes),
+        Format::Qoi | Format::Pnm | Format::Tga | Format::Ico => {
+            foreign::decode(bytes, format, max_bytes)
+        }
     }
     .map_err(|f| f.into_error(&input, format))?;
     if (raster.width, raster.height) != (h.width, h.height) {

@@ -13,6 +13,10 @@ pub(crate) enum Format {
     Bmp,
     WebP,
     Tiff,
+    Qoi,
+    Pnm,
+    Tga,
+    Ico,
 }
 
 impl Format {
@@ -25,6 +29,10 @@ impl Format {
             Format::Bmp => "BMP",
             Format::WebP => "WEBP",
             Format::Tiff => "TIFF",
+            Format::Qoi => "QOI",
+            Format::Pnm => "PPM",
+            Format::Tga => "TGA",
+            Format::Ico => "ICO",
         }
     }
 }
@@ -44,7 +52,14 @@ pub(crate) fn sniff(d: &[u8]) -> Option<Format> {
     } else if d.starts_with(b"II*\0") || d.starts_with(b"MM\0*") {
         Some(Format::Tiff)
     } else {
-        None
+        // Formats read through the `image` crate (`foreign.rs`), recognised as PIL does.
+        match super::other::pil_format(d) {
+            Some("QOI") => Some(Format::Qoi),
+            Some("PPM") if matches!(d.get(1), Some(b'1'..=b'6')) => Some(Format::Pnm),
+            Some("TGA") => Some(Format::Tga),
+            Some("ICO") => Some(Format::Ico),
+            _ => None,
+        }
     }
 }
 
@@ -70,6 +85,15 @@ pub(crate) fn parse(d: &[u8], f: Format) -> Result<Header, Fail> {
         Format::Bmp => bmp(d),
         Format::WebP => webp(d),
         Format::Tiff => tiff(d),
+        Format::Qoi | Format::Pnm | Format::Tga | Format::Ico => {
+            let (width, height) = super::foreign::dims(d, f)?;
+            Ok(Header {
+                width,
+                height,
+                orientation: OrientationSources::default(),
+                arithmetic: false,
+            })
+        }
     }
 }
 

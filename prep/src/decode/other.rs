@@ -1,5 +1,6 @@
-//! Formats PIL opens and glm5v does not decode: recognised from their leading bytes so that the
-//! refusal names the format ("unsupported format: TGA") instead of "not a supported image".
+//! Formats PIL opens: recognised from their leading bytes so that the
+//! refusal names the format ("unsupported format: DDS") instead of "not a supported image"; QOI,
+//! PPM (P1-P6), TGA and ICO found here are decoded (`header::sniff`, `foreign.rs`).
 //!
 //! The tests are Pillow 13.0.0's plugin `_accept` functions (and, for the plugins without one,
 //! the first checks of their `_open`: IM, PCD, TGA), tried after the formats prep reads. PIL tries
@@ -83,6 +84,10 @@ pub(crate) fn pil_format(d: &[u8]) -> Option<&'static str> {
     }
     if d.len() >= 2 && d[0] == 10 && matches!(d[1], 0 | 2 | 3 | 5) {
         return Some("PCX");
+    }
+    if d.len() >= 2 && d[0] == b'P' && matches!(d[1], b'f' | b'F') {
+        // Float PNM (PIL's format name is still "PPM").
+        return Some("PFM");
     }
     if d.len() >= 2 && d[0] == b'P' && b"0123456fy".contains(&d[1]) {
         return Some("PPM");

@@ -1,0 +1,90 @@
+//! QOI, PNM (P1-P6), TGA and ICO through the `image` crate's decoders, kept only where the Pillow
+//! corpus shows them equal to what `load_image` gives (lossless formats: the samples are the
+//! file's; what can differ is PIL's mode handling, applied here as for the other formats).
+//!
+//! The header (size, for the decode budget and `plan`) comes from the same decoder's
+//! `dimensions()`, read before any pixel buffer is allocated.
+
+use super::Fail;
+use super::header::Format;
+use super::modes::{Pixels, Raster, Transparency};
+use image::{DynamicImage, ImageDecoder};
+use std::io::Cursor;
+
+fn map_err(e: image::ImageError) -> Fail {
+    match e {
+        image::ImageError::Limits(_) => Fail::Limits,
+        image::ImageError::Unsupported(u) => Fail::Unsupported(u.to_string()),
+        image::ImageError::IoError(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            Fail::Corrupt("the file ends before the image data does (truncated)".into())
+        }
+        other => Fail::Corrupt(other.to_string()),
+    }
+}
+
+fn decoder(d: &[u8], f: Format) -> Result<Box<dyn ImageDecoder + '_>, Fail> {
+    use image::codecs::{ico, pnm, qoi, tga};
+    Ok(match f {
+        Format::Qoi => Box::new(qoi::QoiDecoder::new(Cursor::new(d)).map_err(map_err)?),
+        Format::Pnm => Box::new(pnm::PnmDecoder::new(Cursor::new(d)).map_err(map_err)?),
+        Format::Tga => Box::new(tga::TgaDecoder::new(Cursor::new(d)).map_err(map_err)?),
+        Format::Ico => Box::new(ico::IcoDecoder::new(Cursor::new(d)).map_err(map_err)?),
+        _ => {
+            return Err(Fail::Unsupported(format!(
+                "{} through the image crate",
+                f.name()
+            )));
+        }
+    })
+}
+
+/// Width and height from the header.
+/// QOI's from its 14-byte header directly, so that the decode budget is checked first (the
+/// `qoi` crate refuses sizes over its own limit with another error).
+pub(crate) fn dims(d: &[u8], f: Format) -> Result<(u32, u32), Fail> {
+    if f == Format::Qoi {
+        let be = |at: usize| {
+            d.get(at..at + 4)
+                .map(|b| u32::from_be_bytes(b.try_into().unwrap()))
+        };
+        return match (be(4), be(8)) {
+            (Some(w), Some(h)) => Ok((w, h)),
+            _ => Err(Fail::Corrupt(
+                "the file ends inside the QOI header (truncated)".into(),
+            )),
+        };
+    }
+    Ok(decoder(d, f)?.dimensions())
+}
+
+pub(crate) fn decode(d: &[u8], f: Format, max_bytes: usize) -> Result<Raster, Fail> {
+    let mut dec = decoder(d, f)?;
+    let mut limits = image::Limits::default();
+    limits.max_alloc = Some(max_bytes as u64);
+    dec.set_limits(limits).map_err(map_err)?;
+    let img = DynamicImage::from_decoder(dec).map_err(map_err)?;
+    let (width, height) = (img.width(), img.height());
+    let pixels = match img {
+        DynamicImage::ImageLuma8(b) => Pixels::L(b.into_raw()),
+        DynamicImage::ImageLumaA8(b) => Pixels::La(b.into_raw()),
+        DynamicImage::ImageRgb8(b) => Pixels::Rgb(b.into_raw()),
+        DynamicImage::ImageRgba8(b) => Pixels::Rgba(b.into_raw()),
+        DynamicImage::ImageLuma16(b) => Pixels::I16(b.into_raw()),
+        DynamicImage::ImageRgb16(b) => {
+            Pixels::Rgb(b.into_raw().into_iter().map(|v| (v >> 8) as u8).collect())
+        }
+        other => {
+            return Err(Fail::Unsupported(format!(
+                "{} decoded as {:?}",
+                f.name(),
+                other.color()
+            )));
+        }
+    };
+    Ok(Raster {
+        width,
+        height,
+        pixels,
+        transparency: Transparency::None,
+    })
+}
