@@ -57,7 +57,20 @@ pub(crate) fn dims(d: &[u8], f: Format) -> Result<(u32, u32), Fail> {
     Ok(decoder(d, f)?.dimensions())
 }
 
+/// QOI's end marker.
+const QOI_END: [u8; 8] = [0, 0, 0, 0, 0, 0, 0, 1];
+
 pub(crate) fn decode(d: &[u8], f: Format, max_bytes: usize) -> Result<Raster, Fail> {
+    // PIL's QOI decoder stops when it has every pixel and never reads the end marker; the `qoi`
+    // crate reads 8 bytes past the last op. A stream without its marker gets one (the Pillow
+    // corpus's op_index.qoi: one pixel, one op, no marker).
+    let padded;
+    let d = if f == Format::Qoi && !d.ends_with(&QOI_END) {
+        padded = [d, &QOI_END[..]].concat();
+        &padded[..]
+    } else {
+        d
+    };
     let mut dec = decoder(d, f)?;
     let mut limits = image::Limits::default();
     limits.max_alloc = Some(max_bytes as u64);
