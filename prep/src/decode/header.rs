@@ -202,11 +202,47 @@ fn png(d: &[u8]) -> Result<Header, Fail> {
     let mut xmp_text: Option<Vec<u8>> = None;
     let mut pos = 8;
     let mut seen_idat = false;
+    // APNG frame sequence numbers as PngImagePlugin checks them: fcTL chunks up to the image
+    // data, then (`load_end`) fdAT chunks after it, up to the next frame's fcTL when the image is
+    // animated (acTL with more than one frame): an fdAT must follow the last number seen.
+    let mut seq: Option<u32> = None;
+    let mut frames: Option<u32> = None;
+    let mut after_idat_done = false;
+    let seq_error =
+        || Fail::Corrupt("APNG contains frame sequence errors (PIL refuses it too)".into());
     while let (Some(len), Some(kind)) = (be32(d, pos), d.get(pos + 4..pos + 8)) {
         let len = len as usize;
         let Some(data) = d.get(pos + 8..(pos + 8).saturating_add(len)) else {
             break;
         };
+        let after_idat = seen_idat && kind != b"IDAT";
+        match kind {
+            b"acTL" if !seen_idat && data.len() >= 8 => {
+                let n = be32(data, 0).unwrap_or(0);
+                frames = (frames.is_none() && n != 0 && n <= 0x8000_0000).then_some(n);
+            }
+            b"fcTL" if !after_idat_done && data.len() >= 26 => {
+                if after_idat && frames.is_some_and(|n| n > 1) {
+                    after_idat_done = true;
+                } else {
+                    let s = be32(data, 0).unwrap_or(0);
+                    // Checked before the image data only: after it, PIL accepts a repeated
+                    // number (the corpus's apng/chunk_repeat_fctl.png).
+                    if !after_idat && seq.map_or(s != 0, |p| p.checked_add(1) != Some(s)) {
+                        return Err(seq_error());
+                    }
+                    seq = Some(s);
+                }
+            }
+            b"fdAT" if after_idat && !after_idat_done && data.len() >= 4 => {
+                let s = be32(data, 0).unwrap_or(0);
+                if seq.and_then(|p| p.checked_add(1)) != Some(s) {
+                    return Err(seq_error());
+                }
+                seq = Some(s);
+            }
+            _ => {}
+        }
         // PIL checks the CRC of every chunk `Image.open` reads (those before the first IDAT);
         // the png crate is told to ignore checksums, as PIL does for IDAT and later chunks.
         seen_idat |= kind == b"IDAT";
