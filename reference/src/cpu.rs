@@ -55,6 +55,15 @@ fn as_rows<F>(v: &[F], cols: usize) -> ArrayView2<'_, F> {
     ArrayView2::from_shape((v.len().checked_div(cols).unwrap_or(0), cols), v).expect("whole rows")
 }
 
+/// A `Linear` weight packed for the f32 (or f64) mode, or for the bf16 mode.
+fn pack<F: Real>(w: Array2<F>, bf16: bool) -> LinearWeight<F> {
+    if bf16 {
+        LinearWeight::new_bf16(w)
+    } else {
+        LinearWeight::new(w)
+    }
+}
+
 /// Every value rounded to bf16 (to nearest even), in place.
 fn round_all<F: Real>(v: &mut [F]) {
     v.iter_mut()
@@ -144,31 +153,61 @@ impl<F: Real> CpuTower<F> {
     }
 
     fn build(mut weights: TowerWeights<F>, bf16: bool) -> Self {
-        let take = |w: &mut Array2<F>| {
-            let w = std::mem::take(w);
-            if bf16 {
-                LinearWeight::new_bf16(w)
-            } else {
-                LinearWeight::new(w)
-            }
-        };
-        let blocks = weights
-            .blocks
-            .iter_mut()
-            .map(|b| BlockLinears {
-                qkv: take(&mut b.qkv_w),
-                proj: take(&mut b.proj_w),
-                gate_up: take(&mut b.gate_up_w),
-                down: take(&mut b.down_w),
+        let mut packed = Vec::new();
+        let mut take = |w: &mut Array2<F>| packed.push(pack(std::mem::take(w), bf16));
+        take(&mut weights.patch_w);
+        for b in &mut weights.blocks {
+            take(&mut b.qkv_w);
+            take(&mut b.proj_w);
+            take(&mut b.gate_up_w);
+            take(&mut b.down_w);
+        }
+        take(&mut weights.down_w);
+        take(&mut weights.merger.proj_w);
+        take(&mut weights.merger.gate_up_w);
+        take(&mut weights.merger.down_w);
+        Self::from_packed(weights, packed, bf16)
+    }
+
+    /// Loads `dir` and repacks each `Linear` weight as soon as it is read (the f32 mode's
+    /// kernels when `bf16` is false, the bf16 mode's when true): the whole tower is never in
+    /// memory as f32, nor the checkpoint's pages (the peak is the packed weights, one weight in
+    /// f32, and what the loader converts at a time).
+    pub fn load(dir: &std::path::Path, bf16: bool) -> Result<Self, crate::WeightError> {
+        let mut packed = Vec::new();
+        let weights = TowerWeights::<F>::load_with(dir, &mut |w| {
+            packed.push(pack(w, bf16));
+            Array2::from_shape_vec((0, 0), Vec::new()).expect("empty")
+        })?;
+        Ok(Self::from_packed(weights, packed, bf16))
+    }
+
+    /// The tower from weights whose `Linear` arrays were packed into `packed`, in
+    /// [`TowerWeights::load_with`]'s order.
+    fn from_packed(weights: TowerWeights<F>, packed: Vec<LinearWeight<F>>, bf16: bool) -> Self {
+        assert_eq!(
+            packed.len(),
+            4 * weights.blocks.len() + 5,
+            "one packed weight per Linear"
+        );
+        let mut it = packed.into_iter();
+        let mut next = || it.next().expect("counted above");
+        let patch = next();
+        let blocks = (0..weights.blocks.len())
+            .map(|_| BlockLinears {
+                qkv: next(),
+                proj: next(),
+                gate_up: next(),
+                down: next(),
             })
             .collect();
         let lin = Linears {
-            patch: take(&mut weights.patch_w),
+            patch,
             blocks,
-            down: take(&mut weights.down_w),
-            m_proj: take(&mut weights.merger.proj_w),
-            m_gate_up: take(&mut weights.merger.gate_up_w),
-            m_down: take(&mut weights.merger.down_w),
+            down: next(),
+            m_proj: next(),
+            m_gate_up: next(),
+            m_down: next(),
         };
         Self { weights, lin, bf16 }
     }

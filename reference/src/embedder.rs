@@ -125,20 +125,16 @@ impl Embedder {
         // Loading converts in parallel: do it in the embedder's pool too.
         let run = || -> Result<(Box<dyn Tower>, Vec<String>), EmbedError> {
             Ok(match options.precision {
-                Precision::F32 => {
-                    let mut w = TowerWeights::<f32>::load(dir)?;
-                    let warnings = std::mem::take(&mut w.warnings);
-                    (Box::new(CpuTower::new(w)), warnings)
+                Precision::F32 | Precision::Bf16 => {
+                    let bf16 = options.precision == Precision::Bf16;
+                    let t = CpuTower::<f32>::load(dir, bf16)?;
+                    let warnings = t.warnings().to_vec();
+                    (Box::new(t), warnings)
                 }
                 Precision::F64 => {
                     let mut w = TowerWeights::<f64>::load(dir)?;
                     let warnings = std::mem::take(&mut w.warnings);
                     (Box::new(CpuTower::new(w)), warnings)
-                }
-                Precision::Bf16 => {
-                    let mut w = TowerWeights::<f32>::load(dir)?;
-                    let warnings = std::mem::take(&mut w.warnings);
-                    (Box::new(CpuTower::new_bf16(w)), warnings)
                 }
             })
         };

@@ -133,6 +133,9 @@ pub struct RawTensor<'a> {
 /// Anything that can hand out raw tensors by full checkpoint name.
 pub trait TensorSource {
     fn raw(&self, name: &str) -> Option<RawTensor<'_>>;
+    /// The loader has converted `name` and will not read its bytes again (a mapped checkpoint
+    /// gives its pages back, so a load's resident memory does not grow by the file's size).
+    fn done(&self, _name: &str) {}
 }
 
 impl TensorSource for HashMap<String, (Vec<usize>, Vec<f32>)> {
@@ -252,6 +255,28 @@ impl Checkpoint {
 }
 
 impl TensorSource for Checkpoint {
+    #[cfg(unix)]
+    fn done(&self, name: &str) {
+        let Some(&i) = self.names.get(name) else {
+            return;
+        };
+        let shard = &self.shards[i];
+        if let Some(info) = shard.meta.info(name) {
+            let base = 8 + shard.header_len;
+            // SAFETY: MADV_DONTNEED on a read-only file mapping only drops our page table
+            // entries: a later read of these bytes (a neighbour's, in the partial pages at the
+            // ends) faults them in again from the file, with the same contents. Advice only:
+            // a refusal changes nothing.
+            let _ = unsafe {
+                shard.map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    base + info.data_offsets.0,
+                    info.data_offsets.1 - info.data_offsets.0,
+                )
+            };
+        }
+    }
+
     fn raw(&self, name: &str) -> Option<RawTensor<'_>> {
         let shard = &self.shards[*self.names.get(name)?];
         let info = shard.meta.info(name)?;
@@ -356,6 +381,7 @@ impl<S: TensorSource + ?Sized> Fetcher<'_, S> {
             });
         }
         let (values, bad) = convert::<F>(&raw);
+        self.source.done(&full);
         if bad > 0 {
             self.warnings.push(format!(
                 "tensor `{full}` has {bad} non-finite values (NaN/Inf); loaded as they are"
@@ -416,6 +442,28 @@ impl<F: Real> TowerWeights<F> {
         cfg: &VisionConfig,
         source: &S,
     ) -> Result<Self, WeightError> {
+        Self::from_source_with(cfg, source, &mut |w| w)
+    }
+
+    /// [`TowerWeights::load`], handing each `Linear` weight, as soon as it is read, to `linear`,
+    /// whose result is kept in its place: a caller that repacks the weights (and returns empty
+    /// arrays) holds one f32 weight at a time instead of the whole tower. The order: the patch
+    /// embedding; per block qkv, proj, gate|up, down; the downsample (as `[O, m*m*D]`); the
+    /// merger's proj, gate|up, down.
+    pub fn load_with(
+        dir: &Path,
+        linear: &mut dyn FnMut(Array2<F>) -> Array2<F>,
+    ) -> Result<Self, WeightError> {
+        let ckpt = Checkpoint::open(dir)?;
+        Self::from_source_with(&ckpt.config, &ckpt, linear)
+    }
+
+    /// [`TowerWeights::from_source`] with [`TowerWeights::load_with`]'s hook.
+    pub fn from_source_with<S: TensorSource + ?Sized>(
+        cfg: &VisionConfig,
+        source: &S,
+        linear: &mut dyn FnMut(Array2<F>) -> Array2<F>,
+    ) -> Result<Self, WeightError> {
         let (d, hd, i, o, p, m) = (
             cfg.hidden_size,
             cfg.head_dim(),
@@ -435,7 +483,7 @@ impl<F: Real> TowerWeights<F> {
             cfg.patch_size,
             cfg.patch_size,
         ];
-        let patch_w = f.mat("patch_embed.proj.weight", &pe_shape, d, cfg.patch_dim())?;
+        let patch_w = linear(f.mat("patch_embed.proj.weight", &pe_shape, d, cfg.patch_dim())?);
         let patch_b = f.vec("patch_embed.proj.bias", d)?;
         // Not `with_capacity(depth)`: a hostile depth must fail at its first missing block,
         // not on the allocation.
@@ -446,7 +494,7 @@ impl<F: Real> TowerWeights<F> {
             blocks.push(BlockWeights {
                 norm1: f.vec(&n("norm1.weight"), d)?,
                 norm2: f.vec(&n("norm2.weight"), d)?,
-                qkv_w: f.mat(&n("attn.qkv.weight"), &[3 * d, d], 3 * d, d)?,
+                qkv_w: linear(f.mat(&n("attn.qkv.weight"), &[3 * d, d], 3 * d, d)?),
                 qkv_b: if bias {
                     Some(f.vec(&n("attn.qkv.bias"), 3 * d)?)
                 } else {
@@ -454,19 +502,24 @@ impl<F: Real> TowerWeights<F> {
                 },
                 q_norm: f.vec(&n("attn.q_norm.weight"), hd)?,
                 k_norm: f.vec(&n("attn.k_norm.weight"), hd)?,
-                proj_w: f.mat(&n("attn.proj.weight"), &[d, d], d, d)?,
+                proj_w: linear(f.mat(&n("attn.proj.weight"), &[d, d], d, d)?),
                 proj_b: if bias {
                     Some(f.vec(&n("attn.proj.bias"), d)?)
                 } else {
                     None
                 },
-                gate_up_w: f.stacked(&n("mlp.gate_proj.weight"), &n("mlp.up_proj.weight"), i, d)?,
+                gate_up_w: linear(f.stacked(
+                    &n("mlp.gate_proj.weight"),
+                    &n("mlp.up_proj.weight"),
+                    i,
+                    d,
+                )?),
                 gate_up_b: if bias {
                     Some(f.stacked_bias(&n("mlp.gate_proj.bias"), &n("mlp.up_proj.bias"), i)?)
                 } else {
                     None
                 },
-                down_w: f.mat(&n("mlp.down_proj.weight"), &[d, i], d, i)?,
+                down_w: linear(f.mat(&n("mlp.down_proj.weight"), &[d, i], d, i)?),
                 down_b: if bias {
                     Some(f.vec(&n("mlp.down_proj.bias"), d)?)
                 } else {
@@ -477,17 +530,23 @@ impl<F: Real> TowerWeights<F> {
         let post_norm = f.vec("post_layernorm.weight", d)?;
         let conv: Vec<F> = f.get("downsample.weight", &[o, d, m, m])?;
         // [O, D, m, m] -> [O, m*m*D]: column (i*m + j)*D + c holds weight[o, c, i, j]
-        let down_w = Array2::from_shape_fn((o, m * m * d), |(oo, col)| {
+        let down_w = linear(Array2::from_shape_fn((o, m * m * d), |(oo, col)| {
             let (ij, c) = (col / d, col % d);
             conv[((oo * d + c) * m + ij / m) * m + ij % m]
-        });
+        }));
+        drop(conv);
         let down_b = f.vec("downsample.bias", o)?;
         let merger = MergerWeights {
-            proj_w: f.mat("merger.proj.weight", &[o, o], o, o)?,
+            proj_w: linear(f.mat("merger.proj.weight", &[o, o], o, o)?),
             norm_w: f.vec("merger.post_projection_norm.weight", o)?,
             norm_b: f.vec("merger.post_projection_norm.bias", o)?,
-            gate_up_w: f.stacked("merger.gate_proj.weight", "merger.up_proj.weight", p, o)?,
-            down_w: f.mat("merger.down_proj.weight", &[o, p], o, p)?,
+            gate_up_w: linear(f.stacked(
+                "merger.gate_proj.weight",
+                "merger.up_proj.weight",
+                p,
+                o,
+            )?),
+            down_w: linear(f.mat("merger.down_proj.weight", &[o, p], o, p)?),
         };
         Ok(Self {
             config: cfg.clone(),
