@@ -32,10 +32,7 @@ type Outcome = Result<(Vec<u32>, Vec<[i64; 3]>), String>;
 fn kind(e: &PrepError) -> String {
     // the variant name: the text up to the first '{' / '(' of its Debug form
     let d = format!("{e:?}");
-    d.split([' ', '{', '('])
-        .next()
-        .unwrap_or("")
-        .to_string()
+    d.split([' ', '{', '(']).next().unwrap_or("").to_string()
 }
 
 fn outcome(r: glm5v_prep::Result<glm5v_prep::PixelBatch>) -> (Outcome, String) {
