@@ -1,4 +1,6 @@
-//! `cargo xtask bench prep|cpu|gpu`: our code against upstream's on the same inputs, same run.
+//! `cargo xtask bench prep|cpu|gpu|python`: our code against upstream's on the same inputs, same
+//! run. `python` runs `python/bench.sh` (the wheel built, then `python -m glm5v.bench` in the
+//! fixture venv: ours and upstream's processor in one process).
 //!
 //! Builds the release `glm5v` and runs `glm5v bench prep|cpu|gpu` (which finds the venv's Python,
 //! else `python3`, and runs upstream's side itself); without a Python that has torch and
@@ -11,10 +13,18 @@ use std::process::Command;
 
 pub fn run(args: &[String]) -> Result<bool> {
     match args.first().map(String::as_str) {
+        Some("python") => {
+            let root = repo_root();
+            let mut cmd = Command::new("bash");
+            cmd.current_dir(&root)
+                .arg(root.join("python").join("bench.sh"))
+                .args(&args[1..]);
+            return run_status(cmd);
+        }
         Some("prep" | "cpu" | "gpu" | "--backend") => {}
         _ => bail!(
             "usage: cargo xtask bench prep|cpu|gpu [glm5v bench options, e.g. --reps 3 --grids 8,32 \
-             --cases 1008,16x448]"
+             --cases 1008,16x448], or cargo xtask bench python [python -m glm5v.bench options]"
         ),
     }
     let root = repo_root();

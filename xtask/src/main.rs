@@ -40,6 +40,8 @@ tasks:
   fixtures --check                  verify committed fixtures against their manifests
   docs-check [--list]               run the README's and docs/'s code blocks marked `check`
                                     (cheap commands on the fixtures, the Rust example, Python)
+  bench python [OPTIONS]            python -m glm5v.bench: the Python package's processor against
+                                    upstream's in one process (builds the wheel; python/bench.sh)
   bench prep|cpu|gpu [OPTIONS]      glm5v bench: ours against upstream transformers (needs the
                                     venv: $GLM5V_VENV or /work/venv with torch, else a python3
                                     with torch; else skipped); gpu: CUDA device, else skipped;
