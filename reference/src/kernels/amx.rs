@@ -22,7 +22,7 @@
 //! (tmm4-5: 32 rows x 32 inputs) and two weight tiles (tmm6-7: 32 inputs x 32 columns); per 32
 //! inputs, two weight loads, two input loads per part and four products per part.
 //!
-//! Summation: each output sums its products over a chunk of [`kc`] inputs in the accumulators
+//! Summation: each output sums its products over a chunk of `kc` inputs in the accumulators
 //! (from zero), then the chunk's sum is added to the running f32 value, which starts at the
 //! bias; the residual, if any, is added last (as the f32 panels do: `kernels::panel`).
 

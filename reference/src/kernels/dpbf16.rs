@@ -8,8 +8,8 @@
 //! `vdpbf16ps` multiplies against a broadcast pair of inputs. Inputs are packed per call as
 //! bf16 pairs (`u32`), rows of `k / 2` pairs (k padded to even with a zero).
 //!
-//! Blocking, as in packed GEMMs: per chunk of [`KC`] inputs (a panel's chunk, 32 KiB, stays in
-//! L1 while the row tiles of a row block run over it), per block of [`MC`] rows (their inputs
+//! Blocking, as in packed GEMMs: per chunk of `KC` inputs (a panel's chunk, 32 KiB, stays in
+//! L1 while the row tiles of a row block run over it), per block of `MC` rows (their inputs
 //! for the chunk stay in L2 across the panels of a task's group), per panel, per tile of 6 rows
 //! x 64 columns (24 accumulators in registers). The running sums wait in `y` between chunks;
 //! the bias and the residual are added after the last chunk: `y = (x · wᵀ + bias) + residual`.
