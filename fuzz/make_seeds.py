@@ -160,3 +160,7 @@ for i, (kind, level) in enumerate([("text", 6), ("noise", 1), ("runs", 9), ("row
     put("split_inflate", f"zlib_{kind}_{level}", b"\x00" + zlib.compress(d, level))
 for i in range(8):
     put("split_inflate", f"program_{i}", b"\x01" + rng2.integers(0, 256, 600 + 300 * i, dtype=np.uint8).tobytes())
+# prep_images, mode bit 4: recipes for large RGB PNGs used at their own size (the two-thread inflate
+# inside prep): sides, noise, seed, filter, level, a flipped byte or not, then pixel bytes.
+for i, head in enumerate([[15, 15, 20, 1, 5, 5, 0, 0], [11, 7, 63, 2, 4, 8, 0, 0], [15, 9, 8, 3, 1, 0, 1, 200], [3, 15, 30, 4, 5, 6, 0, 0]]):
+    put("prep_images", f"recipe_png_{i}", b"\x10" + bytes(head) + rng2.integers(0, 256, 97 + 50 * i, dtype=np.uint8).tobytes())

@@ -4,7 +4,8 @@
 //!
 //! The first byte picks the alpha mode (bit 0), the token budget (bit 1: 64 or 256), the decode
 //! budget (bit 2: 1 or 4 Mpixel) and a batch of one copy of the file or two (bit 3); the rest is
-//! the file. Invariant: the same `pixel_values` bits and grids, or both sides an error of the same
+//! the file, or with bit 4 a recipe for a large 8-bit RGB PNG used at its own size ([`recipe_png`]:
+//! the path where prep inflates on two threads and writes bands from both). Invariant: the same `pixel_values` bits and grids, or both sides an error of the same
 //! kind (`PrepError` variant), on either thread count.
 //!
 //! The check itself; `prep_images.rs` is the cargo-fuzz target calling it, and
@@ -63,9 +64,15 @@ pub fn check(data: &[u8]) {
     } else {
         AlphaMode::White
     };
+    let bytes = if mode & 16 == 0 {
+        bytes.to_vec()
+    } else {
+        opts.image.max_tokens = 256;
+        recipe_png(bytes)
+    };
     let src = ImageSource::Bytes {
         name: "fuzz".into(),
-        bytes: bytes.to_vec(),
+        bytes,
     };
     let srcs = if mode & 8 == 0 {
         vec![src]
@@ -109,4 +116,54 @@ pub fn check(data: &[u8]) {
             ),
         }
     }
+}
+
+/// An 8-bit RGB PNG from a recipe: sides of 28 to 448 pixels in steps of 28 (so that prep uses it
+/// at its own size under a 256-token budget), pixels from the recipe's bytes with more or less
+/// noise (several hundred KiB of image data in many deflate blocks: the two-thread inflate's
+/// case), one row filter or adaptive, zlib level 1-9, and sometimes one byte of the file flipped.
+fn recipe_png(r: &[u8]) -> Vec<u8> {
+    let at = |i: usize| r.get(i).copied().unwrap_or(0) as usize;
+    let (w, h) = (28 * (1 + at(0) % 16), 28 * (1 + at(1) % 16));
+    let body = r.get(8..).filter(|b| !b.is_empty()).unwrap_or(&[0x5a]);
+    let noise = at(2) % 64;
+    let mut s = 0x9e37_79b9_7f4a_7c15u64 ^ at(3) as u64;
+    let px: Vec<u8> = (0..w * h * 3)
+        .map(|i| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let n = if noise == 0 {
+                0
+            } else {
+                (s % (noise as u64 + 1)) as u8
+            };
+            body[i % body.len()]
+                .wrapping_add((i / (w * 3)) as u8)
+                .wrapping_add(n)
+        })
+        .collect();
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, w as u32, h as u32);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        enc.set_filter(match at(4) % 6 {
+            0 => png::Filter::NoFilter,
+            1 => png::Filter::Sub,
+            2 => png::Filter::Up,
+            3 => png::Filter::Avg,
+            4 => png::Filter::Paeth,
+            _ => png::Filter::Adaptive,
+        });
+        enc.set_deflate_compression(png::DeflateCompression::Level(1 + (at(5) % 9) as u8));
+        let mut wr = enc.write_header().expect("a PNG header");
+        wr.write_image_data(&px).expect("the image data");
+        wr.finish().expect("a PNG");
+    }
+    if at(6) & 1 == 1 && out.len() > 64 {
+        let k = 33 + (at(6) << 8 | at(7)) % (out.len() - 33);
+        out[k] ^= 1 << (at(6) % 8);
+    }
+    out
 }
