@@ -139,17 +139,20 @@ fn bad_inputs_exit_2_with_one_line_naming_the_input_and_leave_no_file() {
             "no/such/model",
         ),
         (
+            // f64 is the CPU oracle's only (bf16 now runs on both backends)
             vec![
                 "embed",
                 "--model",
                 TINY,
+                "--backend",
+                "gpu",
                 "--precision",
-                "bf16",
+                "f64",
                 image,
                 "--out",
                 out_s,
             ],
-            "bf16",
+            "f64",
         ),
         (
             vec!["embed", "--model", TINY, "Cargo.toml", "--out", out_s],

@@ -552,8 +552,8 @@ mod tests {
                     },
                 ),
                 result("c.tif", "TIFF", true, refused(true)),
-                result("d.tga", "TGA", true, refused(true)),
-                result("e.tga", "TGA", true, refused(false)),
+                result("d.dds", "DDS", true, refused(true)),
+                result("e.dds", "DDS", true, refused(false)),
                 result("f.bmp", "BMP", false, Outcome::OnlyWeAccept),
             ],
             secs: 0.0,
@@ -566,7 +566,7 @@ mod tests {
         assert_eq!(p.len(), 4, "{p:#?}");
         assert!(p[0].starts_with("b.tif [TIFF]: differs: decoded RGB differs"));
         assert!(p[1].starts_with("c.tif [TIFF]: refused"));
-        assert!(p[2].starts_with("e.tga [TGA]: unnamed"));
+        assert!(p[2].starts_with("e.dds [DDS]: unnamed"));
         assert!(p[3].starts_with("f.bmp [BMP]: only-we-accept"));
     }
 
@@ -576,7 +576,7 @@ mod tests {
             "# comment\n\
              differs\tb.tif\tJPEG-in-TIFF\n\
              refused\tc.tif\tplanar\n\
-             unnamed\te.tga\tTGA not read\n\
+             unnamed\te.dds\tDDS not read\n\
              only-we-accept\tf.bmp\tlenient\n",
         )
         .unwrap();
@@ -633,7 +633,7 @@ mod tests {
         let (per, read, all) = r.counts();
         assert_eq!(per["TIFF"].differs, 1);
         assert_eq!(per["TIFF"].refused, 1);
-        assert_eq!(per["TGA"].refused, 2);
+        assert_eq!(per["DDS"].refused, 2);
         assert_eq!(
             (
                 read.files,
