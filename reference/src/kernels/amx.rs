@@ -658,21 +658,12 @@ pub fn amx_peak_gflops(threads: usize, iters: usize) -> Option<f64> {
     #[cfg(target_arch = "x86_64")]
     {
         let threads = threads.max(1);
-        let mut best = 0.0f64;
-        for _ in 0..3 {
-            let t = std::time::Instant::now();
-            std::thread::scope(|s| {
-                for _ in 0..threads {
-                    // SAFETY: AMX is available and the tile state granted (checked above).
-                    s.spawn(|| unsafe {
-                        load_config();
-                        dpbf16_loop(iters);
-                    });
-                }
-            });
-            let flops = (threads * iters.max(1)) as f64 * 6.0 * 16.0 * 16.0 * 32.0 * 2.0;
-            best = best.max(flops / t.elapsed().as_secs_f64() / 1e9);
-        }
+        let flops = (threads * iters.max(1)) as f64 * 6.0 * 16.0 * 16.0 * 32.0 * 2.0;
+        // SAFETY: AMX is available and the tile state granted (checked above).
+        let best = super::peak::best_of_three(threads, flops, || unsafe {
+            load_config();
+            dpbf16_loop(iters);
+        });
         Some(best)
     }
     #[cfg(not(target_arch = "x86_64"))]

@@ -374,18 +374,9 @@ pub fn dpbf16_peak_gflops(threads: usize, iters: usize) -> Option<f64> {
     #[cfg(target_arch = "x86_64")]
     {
         let threads = threads.max(1);
-        let mut best = 0.0f64;
-        for _ in 0..3 {
-            let t = std::time::Instant::now();
-            std::thread::scope(|s| {
-                for _ in 0..threads {
-                    // SAFETY: AVX512-BF16 was checked above.
-                    s.spawn(|| unsafe { dp_loop(iters) });
-                }
-            });
-            let flops = (threads * iters.max(1)) as f64 * 12.0 * 64.0;
-            best = best.max(flops / t.elapsed().as_secs_f64() / 1e9);
-        }
+        let flops = (threads * iters.max(1)) as f64 * 12.0 * 64.0;
+        // SAFETY: AVX512-BF16 was checked above.
+        let best = super::peak::best_of_three(threads, flops, || unsafe { dp_loop(iters) });
         Some(best)
     }
     #[cfg(not(target_arch = "x86_64"))]

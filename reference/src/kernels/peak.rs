@@ -5,9 +5,6 @@
 //! version with 24 accumulators did (9 spilled) and measured store-to-load forwarding instead of
 //! the FMA units (101-108 GFLOP/s a core on the machine where this loop measures 176-182).
 
-#[cfg(target_arch = "x86_64")]
-use std::time::Instant;
-
 /// Flops of one loop iteration: 12 fused multiply-adds of 16 lanes.
 #[cfg(target_arch = "x86_64")]
 const FLOPS_PER_ITER: f64 = 12.0 * 16.0 * 2.0;
@@ -52,20 +49,12 @@ pub fn fma_peak_gflops(threads: usize, iters: usize) -> Option<f64> {
             return None;
         }
         let threads = threads.max(1);
-        let mut best = 0.0f64;
-        for _ in 0..3 {
-            let t = Instant::now();
-            std::thread::scope(|s| {
-                for _ in 0..threads {
-                    // SAFETY: AVX-512F was detected above.
-                    s.spawn(|| unsafe { fmas(iters) });
-                }
-            });
-            let gflops = threads as f64 * iters.max(1) as f64 * FLOPS_PER_ITER
-                / t.elapsed().as_secs_f64()
-                / 1e9;
-            best = best.max(gflops);
-        }
+        // SAFETY: AVX-512F was detected above.
+        let best = best_of_three(
+            threads,
+            threads as f64 * iters.max(1) as f64 * FLOPS_PER_ITER,
+            || unsafe { fmas(iters) },
+        );
         Some(best)
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -73,6 +62,22 @@ pub fn fma_peak_gflops(threads: usize, iters: usize) -> Option<f64> {
         let _ = (threads, iters);
         None
     }
+}
+
+/// GFLOP/s of `threads` threads (at least 1) running `run` at once, `flops` in all, best of three
+/// runs: the timing harness of every ceiling loop (FMA here, `kernels::amx`, `kernels::dpbf16`).
+pub(crate) fn best_of_three(threads: usize, flops: f64, run: impl Fn() + Sync) -> f64 {
+    let mut best = 0.0f64;
+    for _ in 0..3 {
+        let t = std::time::Instant::now();
+        std::thread::scope(|s| {
+            for _ in 0..threads.max(1) {
+                s.spawn(&run);
+            }
+        });
+        best = best.max(flops / t.elapsed().as_secs_f64() / 1e9);
+    }
+    best
 }
 
 #[cfg(test)]
