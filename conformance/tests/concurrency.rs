@@ -366,11 +366,19 @@ fn four_threads_give_one_callers_results_and_the_heap_stays_flat() {
         live.push(LIVE.load(Ordering::Relaxed));
     }
     eprintln!("live heap after each round (bytes): {live:?}");
-    // Rounds 1-2 warm up what is kept on purpose (each pool thread's inflate buffers, 3 MiB at
-    // most, rayon's and libjpeg's per-thread state); after them the heap must not grow.
+    // Rounds 1-2 warm up what is kept on purpose (each pool thread's spare inflate buffers, 3 MiB
+    // at most, rayon's and libjpeg's per-thread state). Which pool thread runs which part is not
+    // fixed, so a thread can first grow its spare buffers in a later round (seen: +500000 bytes
+    // once in round 4, flat after). So: the last round must not grow the heap, and rounds 2-5
+    // together by no more than the two pool threads' spare buffers.
+    let last = live[rounds - 1] - live[rounds - 2];
+    assert!(
+        last <= 64 << 10,
+        "the live heap grew by {last} bytes in the last round: {live:?}"
+    );
     let growth = live[rounds - 1] - live[1];
     assert!(
-        growth <= 64 << 10,
+        growth <= (64 << 10) + 2 * (3 << 20),
         "the live heap grew by {growth} bytes over rounds 2-{rounds}: {live:?}"
     );
 }
