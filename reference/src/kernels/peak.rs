@@ -64,18 +64,52 @@ pub fn fma_peak_gflops(threads: usize, iters: usize) -> Option<f64> {
     }
 }
 
+/// GB/s of `threads` threads reading `bytes` of memory at once (each thread its own part, 16
+/// f32 lanes summed per step), best of three reads: the read bandwidth behind the weight-read
+/// floor `bench cpu` prints for small grids (a forward at 8x8 reads every weight once and does
+/// little arithmetic per byte). The buffer is written before the first read, so its pages are
+/// real memory (a zeroed allocation reads the kernel's shared zero page); choose `bytes` well
+/// over the last-level cache (1 GiB).
+pub fn read_gbs(threads: usize, bytes: usize) -> f64 {
+    let threads = threads.max(1);
+    let per = (bytes / 4 / threads / 64).max(1) * 64; // f32 values per thread, whole steps
+    let bufs: Vec<Vec<f32>> = (0..threads).map(|t| vec![1.0 + t as f32; per]).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let total = (threads * per * 4) as f64;
+    let mut best = 0.0f64;
+    for _ in 0..3 {
+        next.store(0, std::sync::atomic::Ordering::Relaxed);
+        best = best.max(best_of_one(threads, total, || {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % threads;
+            let mut acc = [0.0f32; 16];
+            for step in bufs[i].chunks_exact(16) {
+                for (a, &x) in acc.iter_mut().zip(step) {
+                    *a += x;
+                }
+            }
+            std::hint::black_box(acc);
+        }));
+    }
+    best
+}
+
+/// `work / 1e9` per second of `threads` threads running `run` once each, at once.
+fn best_of_one(threads: usize, work: f64, run: impl Fn() + Sync) -> f64 {
+    let t = std::time::Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(&run);
+        }
+    });
+    work / t.elapsed().as_secs_f64() / 1e9
+}
+
 /// GFLOP/s of `threads` threads (at least 1) running `run` at once, `flops` in all, best of three
 /// runs: the timing harness of every ceiling loop (FMA here, `kernels::amx`, `kernels::dpbf16`).
 pub(crate) fn best_of_three(threads: usize, flops: f64, run: impl Fn() + Sync) -> f64 {
     let mut best = 0.0f64;
     for _ in 0..3 {
-        let t = std::time::Instant::now();
-        std::thread::scope(|s| {
-            for _ in 0..threads.max(1) {
-                s.spawn(&run);
-            }
-        });
-        best = best.max(flops / t.elapsed().as_secs_f64() / 1e9);
+        best = best.max(best_of_one(threads, flops, &run));
     }
     best
 }
@@ -98,5 +132,19 @@ mod tests {
         let two = fma_peak_gflops(2, 20_000_000).expect("AVX-512F");
         assert!(two.is_finite() && two > 0.0, "two threads: {two} GFLOP/s");
         println!("FMA peak: {one:.1} GFLOP/s on one thread, {two:.1} on two");
+    }
+
+    /// The read loop gives a finite positive bandwidth on one and two threads (64 MiB: over the
+    /// caches of the machines here; the bench reads 1 GiB).
+    #[test]
+    fn read_bandwidth_is_measured() {
+        for threads in [1, 2] {
+            let gbs = read_gbs(threads, 64 << 20);
+            assert!(
+                gbs.is_finite() && gbs > 0.0,
+                "{threads} threads: {gbs} GB/s"
+            );
+            println!("read: {gbs:.1} GB/s on {threads} threads");
+        }
     }
 }
