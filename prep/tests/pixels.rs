@@ -231,7 +231,7 @@ proptest! {
         let p = PixelOptions { do_rescale: normalize, do_normalize: normalize, ..PrepOptions::default().image };
         let lut = NormLut::new(&p);
         let (h, w) = (bh * 28, bw * 28);
-        let frames: Vec<RgbImage> = (0..2 * t).map(|i| img(seed ^ (i as u32 * 0x9E37_79B9) | 1, h, w)).collect();
+        let frames: Vec<RgbImage> = (0..2 * t).map(|i| img(seed ^ (i as u32).wrapping_mul(0x9E37_79B9) | 1, h, w)).collect();
         let refs: Vec<&RgbImage> = frames.iter().collect();
         let (rows, grid) = patchify(&refs, &p, &lut).unwrap();
         prop_assert_eq!(grid, [t, bh * 2, bw * 2]);

@@ -96,10 +96,7 @@ fn run_step(repo_root: &Path, step: &str) -> anyhow::Result<bool> {
                 "--lib",
             ])
             .args(["--tests"])
-            .args(["--target", TARGET, "--"])
-            // its seed arithmetic overflows u32 (`i as u32 * 0x9E37_79B9`), which only the
-            // overflow checks that come with debug assertions report: a test-code fault
-            .args(["--skip", "patchify_then_unpatchify_is_identity"])
+            .args(["--target", TARGET])
             .status(),
         "asan-reference" => sanitized_cargo(repo_root, step, "address")
             .env("ASAN_OPTIONS", "detect_leaks=1")
