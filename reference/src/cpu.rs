@@ -144,10 +144,12 @@ impl<F: Real> CpuTower<F> {
     /// bf16 once (a bf16 checkpoint's values already are), the inputs of every `Linear` product
     /// rounded to bf16 and the products accumulated in f32 (AMX `tdpbf16ps`, else AVX512-BF16
     /// `vdpbf16ps`, else the same products on the f32 kernels); the residual stream, norms,
-    /// rope, activations and attention in f32. (Attention has no bf16 kernel on the CPU yet, so
-    /// rounding its q, k and v would cost accuracy and buy nothing: on the full-geometry fixture
-    /// the worst tap goes from 1.90e-2 to 2.02e-2 with them rounded. `GLM5V_CPU_BF16_ATTN=1`
-    /// rounds them, to measure what a bf16 attention kernel will cost.)
+    /// rope and activations in f32. Attention: with AMX, segments longer than 128 tokens take
+    /// bf16 q, k, v and probabilities into f32 sums on the unit (`kernels::amx_attention`;
+    /// `GLM5V_CPU_AMX_ATTN=0` keeps them f32), shorter ones and every other CPU stay f32 (on
+    /// the f32 kernels rounding q, k and v would cost accuracy for no speed: the full-geometry
+    /// fixture's worst tap, 64 tokens, goes from 1.90e-2 to 2.02e-2 with them rounded;
+    /// `GLM5V_CPU_BF16_ATTN=1` rounds them, to measure it).
     pub fn new_bf16(weights: TowerWeights<F>) -> Self {
         Self::build(weights, true)
     }
@@ -338,7 +340,14 @@ impl<F: Real> CpuTower<F> {
         let qk = as_rows(qk, 2 * d);
         let (q, k) = (qk.slice(s![.., ..d]), qk.slice(s![.., d..]));
         let scale = F::from_f64((cfg.head_dim() as f64).powf(-0.5));
-        let a = attention(q, k, qkv.slice(s![.., 2 * d..]), cu_seqlens, heads, scale); // [N, D]
+        let v = qkv.slice(s![.., 2 * d..]);
+        // [N, D]; the bf16 mode's on the AMX unit where there is one (bf16 q, k, v and
+        // probabilities, f32 sums), else f32
+        let a = match self.bf16 {
+            true => F::attention_bf16(q, k, v, cu_seqlens, heads, scale),
+            false => None,
+        }
+        .unwrap_or_else(|| attention(q, k, v, cu_seqlens, heads, scale));
         emit(taps, || format!("blocks.{i}.attn.proj.input"), a.view());
         // hidden_states + attn(...)
         let h = sized(h_buf, n * d);
@@ -474,7 +483,12 @@ impl<F: Real> Tower for CpuTower<F> {
     fn describe(&self) -> String {
         let isa = crate::kernels::isa::isa();
         if self.bf16 {
-            format!("reference bf16 ({}, {isa})", self.kernel())
+            let attn = if crate::kernels::amx_attention::enabled() {
+                ", amx attention"
+            } else {
+                ""
+            };
+            format!("reference bf16 ({}, {isa}{attn})", self.kernel())
         } else {
             format!("reference {} ({}, {isa})", F::NAME, self.kernel())
         }

@@ -132,6 +132,18 @@ pub trait Real:
         xs.iter_mut()
             .for_each(|v| *v = crate::kernels::act::gelu(*v));
     }
+    /// The bf16 mode's attention on the AMX unit (`kernels::amx_attention`), where there is
+    /// one for this type and CPU; `None` tells the caller to run the f32 attention.
+    fn attention_bf16(
+        _q: ndarray::ArrayView2<Self>,
+        _k: ndarray::ArrayView2<Self>,
+        _v: ndarray::ArrayView2<Self>,
+        _cu_seqlens: &[usize],
+        _heads: usize,
+        _scale: Self,
+    ) -> Option<ndarray::Array2<Self>> {
+        None
+    }
     /// The values as f32, borrowed when `Self` is f32 (taps cost no copy in the f32 mode).
     fn as_f32s(xs: &[Self]) -> Cow<'_, [f32]>;
     /// f32 values converted to `Self`, borrowed when `Self` is f32.
@@ -258,6 +270,18 @@ impl Real for f32 {
     }
     fn transpose_into(k: ndarray::ArrayView2<f32>, kt: &mut [f32], ld: usize) {
         crate::kernels::attention::transpose_f32(k, kt, ld)
+    }
+    fn attention_bf16(
+        q: ndarray::ArrayView2<f32>,
+        k: ndarray::ArrayView2<f32>,
+        v: ndarray::ArrayView2<f32>,
+        cu_seqlens: &[usize],
+        heads: usize,
+        scale: f32,
+    ) -> Option<ndarray::Array2<f32>> {
+        use crate::kernels::amx_attention;
+        amx_attention::enabled()
+            .then(|| amx_attention::attention(q, k, v, cu_seqlens, heads, scale))
     }
     fn as_f32s(xs: &[Self]) -> Cow<'_, [f32]> {
         Cow::Borrowed(xs)

@@ -288,7 +288,7 @@ impl AmxWeight {
 /// A task's four 16 x 16 accumulator tiles, stored: C00, C01 (rows 0-15; columns 0-15, 16-31),
 /// C10, C11 (rows 16-31).
 #[repr(C, align(64))]
-struct Scratch([f32; 4 * 256]);
+pub(super) struct Scratch(pub(super) [f32; 4 * 256]);
 
 /// Where a block's sums go.
 struct Out {
@@ -346,7 +346,7 @@ impl Out {
 /// One 64-byte line of bf16 values (the packed inputs' unit, so rows start 64-byte aligned).
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
-struct Line([u16; 32]);
+pub(super) struct Line(pub(super) [u16; 32]);
 
 /// The inputs of one call as bf16, `[rows padded to 32][k / 32][part][32]`.
 struct PackedX {
@@ -411,7 +411,7 @@ const CONFIG: TileConfig = {
 /// # Safety
 /// AMX available and the tile state granted to the process.
 #[cfg(target_arch = "x86_64")]
-unsafe fn load_config() {
+pub(super) unsafe fn load_config() {
     // SAFETY: reads the 64-byte configuration; the caller's contract for AMX.
     unsafe {
         std::arch::asm!("ldtilecfg [{}]", in(reg) &CONFIG, options(nostack, readonly));
@@ -532,7 +532,7 @@ macro_rules! amx_block {
         /// The tile configuration loaded; 32 rows of `steps` steps at `a` (stride `lda`),
         /// `steps * 2048` bytes at `b`, 4 KiB writable at `c` (64-byte aligned).
         #[cfg(target_arch = "x86_64")]
-        unsafe fn $name(a: *const u8, lda: usize, b: *const u8, pf: *const u8, steps: usize, c: *mut f32) {
+        pub(super) unsafe fn $name(a: *const u8, lda: usize, b: *const u8, pf: *const u8, steps: usize, c: *mut f32) {
             // SAFETY: the caller's contract; only tile registers and the named GPRs are touched.
             unsafe {
                 std::arch::asm!(

@@ -95,7 +95,7 @@ pub fn attention<F: Real>(
 /// Segments up to this many tokens take [`attend_short`] (an 8x8 image, 64 tokens and 16 heads
 /// on 2 threads: ~0.4 ms a block through the general path's two small `gemm` calls per head,
 /// ~0.15 ms this way; on this machine both paths give the same bits there).
-const SHORT: usize = 128;
+pub(super) const SHORT: usize = 128;
 
 /// [`attend_block`] for a short segment, all keys at once, without the `gemm` crate: the scores
 /// of a query row accumulate over a transposed K (`s[j] += q[c] kᵀ[c][j]`, blocks of [`LANES`]
@@ -112,7 +112,7 @@ const SHORT: usize = 128;
 /// # Safety
 /// `out + i * ldo .. + hd` must be valid for writes for every query row i, and not read or
 /// written by anyone else meanwhile.
-unsafe fn attend_short<F: Real>(
+pub(super) unsafe fn attend_short<F: Real>(
     q: ArrayView2<F>,
     k: ArrayView2<F>,
     v: ArrayView2<F>,

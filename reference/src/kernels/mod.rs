@@ -2,6 +2,7 @@
 //! owned arrays; shapes are stated beside the arguments (`[tokens, hidden]`).
 pub mod act;
 pub mod amx;
+pub mod amx_attention;
 pub mod attention;
 pub mod dpbf16;
 pub mod gemm;

@@ -1,0 +1,422 @@
+//! Attention's two products on the AMX unit, for the bf16 mode: `softmax(scale · q kᵀ) v` per
+//! head with q, k, v and the probabilities p rounded to bf16 as they enter the unit (the GPU's
+//! bf16 attention inputs), every product accumulated in f32, the scores, the softmax and the
+//! output in f32.
+//!
+//! Blocked as [`super::attention`]'s general path is (queries in blocks of [`QB`], keys in steps
+//! of [`KBLK`] with an online softmax, no `[n, n]` matrix), with the unit's layouts: per head
+//! and segment, K is packed once as the "weight" of `q kᵀ` (key j is output column j) and V
+//! once as the weight of `p v` (head dim c is output column c), both in `kernels::amx`'s pair
+//! layout; a task packs its queries and, per key step, its probabilities as bf16 rows.
+//!
+//! Segments of up to [`super::attention::SHORT`] tokens keep the f32 short path: it is cheap
+//! there (an 8x8 image's attention is ~0.15 ms a block) and the committed tower fixtures, all
+//! short, keep its accuracy (rounding q, k and v at full depth took the full-geometry fixture
+//! from 0.95 to 1.01 of the bf16 tolerance).
+
+use super::amx::{Line, Scratch, bf16_bits};
+use super::attention::{SHORT, attend_short};
+use super::team;
+use ndarray::{Array2, ArrayView2, s};
+
+/// Query rows per task (scores of a key step: 128 x 256 f32, 128 KiB, stay in L2).
+const QB: usize = 128;
+/// Keys per step of the online softmax (a multiple of [`T`]).
+const KBLK: usize = 256;
+/// Rows and columns of an output block, inputs of a tile step.
+const T: usize = 32;
+/// u16 values of one packed weight step (two 16 x 32 tiles).
+const STEP: usize = 1024;
+
+/// Whether the bf16 mode's attention runs here: AMX available (the tile state granted) and not
+/// turned off by `GLM5V_CPU_AMX_ATTN=0` (for measuring the f32 attention it replaces).
+pub fn enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    super::amx::available()
+        && *ON.get_or_init(|| std::env::var("GLM5V_CPU_AMX_ATTN").as_deref() != Ok("0"))
+}
+
+/// `softmax(scale · q kᵀ) v` per head on the unit (bf16 inputs, f32 sums), segments of up to
+/// [`SHORT`] tokens in f32; the shapes of [`super::attention::attention`].
+///
+/// # Panics
+/// If the shapes disagree or AMX is not [`enabled`] (the caller checks).
+pub fn attention(
+    q: ArrayView2<f32>,
+    k: ArrayView2<f32>,
+    v: ArrayView2<f32>,
+    cu_seqlens: &[usize],
+    heads: usize,
+    scale: f32,
+) -> Array2<f32> {
+    assert!(enabled(), "amx attention needs AMX");
+    run::<false>(q, k, v, cu_seqlens, heads, scale)
+}
+
+/// The products through the unit, or (`EMUL`, tests) through [`emulated_block`], which reads the
+/// same packed layouts: the packing and blocking are then checked on any CPU.
+fn run<const EMUL: bool>(
+    q: ArrayView2<f32>,
+    k: ArrayView2<f32>,
+    v: ArrayView2<f32>,
+    cu_seqlens: &[usize],
+    heads: usize,
+    scale: f32,
+) -> Array2<f32> {
+    let (n, d) = q.dim();
+    assert!(
+        k.dim() == (n, d) && v.dim() == (n, d),
+        "attention: q, k, v shapes differ"
+    );
+    assert!(heads > 0 && d % heads == 0, "attention: heads");
+    assert!(
+        cu_seqlens.first().is_none_or(|&s| s == 0)
+            && cu_seqlens.windows(2).all(|w| w[0] <= w[1])
+            && cu_seqlens.last().copied().unwrap_or(0) == n,
+        "attention: cu_seqlens must run from 0 to tokens without decreasing"
+    );
+    let hd = d / heads;
+    let segs: Vec<(usize, usize)> = cu_seqlens.windows(2).map(|w| (w[0], w[1])).collect();
+    // K and V of every long (head, segment), packed once
+    let long: Vec<(usize, usize)> = (0..heads)
+        .flat_map(|h| (0..segs.len()).map(move |g| (h, g)))
+        .filter(|&(_, g)| segs[g].1 - segs[g].0 > SHORT)
+        .collect();
+    let packs: Vec<(Vec<u16>, Vec<u16>)> = {
+        use rayon::prelude::*;
+        long.par_iter()
+            .map(|&(h, g)| {
+                let (s0, s1) = segs[g];
+                let cols = s![s0..s1, h * hd..(h + 1) * hd];
+                let (ks, vs) = (k.slice(cols), v.slice(cols));
+                let len = s1 - s0;
+                (
+                    pack_weight(len, hd, |j, c| ks[[j, c]]),
+                    pack_weight(hd, len, |c, j| vs[[j, c]]),
+                )
+            })
+            .collect()
+    };
+    // tasks: (head, segment, first query, end), covering every (token, head) once
+    let mut tasks = Vec::new();
+    for h in 0..heads {
+        for (g, &(s0, s1)) in segs.iter().enumerate() {
+            let rows = if s1 - s0 > SHORT { QB } else { SHORT };
+            let mut r0 = s0;
+            while r0 < s1 {
+                let r1 = (r0 + rows).min(s1);
+                tasks.push((h, g, r0, r1));
+                r0 = r1;
+            }
+        }
+    }
+    let mut y: Vec<f32> = Vec::with_capacity(n * d);
+    let y_addr = y.as_mut_ptr() as usize;
+    team::for_each(tasks.len(), |i| {
+        let (h, g, r0, r1) = tasks[i];
+        let (s0, s1) = segs[g];
+        let cols = s![.., h * hd..(h + 1) * hd];
+        let qs = q.slice(cols).slice_move(s![r0..r1, ..]);
+        // SAFETY (both): rows r0..r1 of y (capacity n * d), the head's hd columns of each:
+        // inside y, and written by no other task (tasks cover each (token, head) once).
+        let at = unsafe { (y_addr as *mut f32).add(r0 * d + h * hd) };
+        if s1 - s0 <= SHORT {
+            let (ks, vs) = (
+                k.slice(cols).slice_move(s![s0..s1, ..]),
+                v.slice(cols).slice_move(s![s0..s1, ..]),
+            );
+            unsafe { attend_short(qs, ks, vs, scale, at, d) };
+            return;
+        }
+        let p = long
+            .binary_search(&(h, g))
+            .expect("every long (head, segment) was packed");
+        let (kp, vp) = &packs[p];
+        unsafe { attend_task::<EMUL>(qs, kp, vp, s1 - s0, hd, scale, at, d) };
+    });
+    // SAFETY: every value of y was written above (the tasks cover all n rows of every head).
+    unsafe { y.set_len(n * d) };
+    Array2::from_shape_vec((n, d), y).expect("n x d values")
+}
+
+/// `W` `[rows, inputs]` (value `w(r, i)`) as bf16 in `kernels::amx`'s weight layout: blocks of
+/// 32 output columns, per block and per 32 inputs two 16-column tiles, tile row `t` holding for
+/// each column `W[c][2t]` then `W[c][2t + 1]`; zero past the edges.
+fn pack_weight(rows: usize, inputs: usize, w: impl Fn(usize, usize) -> f32) -> Vec<u16> {
+    let steps = inputs.div_ceil(T);
+    let mut out = vec![0u16; rows.div_ceil(T) * steps * STEP];
+    for r in 0..rows {
+        let (cb, tile, j) = (r / T, r % T / 16, r % 16);
+        for i in 0..inputs {
+            let (step, t, e) = (i / T, i % T / 2, i % 2);
+            out[(cb * steps + step) * STEP + tile * 512 + t * 32 + j * 2 + e] = bf16_bits(w(r, i));
+        }
+    }
+    out
+}
+
+/// One task: the queries `q` `[qb, hd]` of one head against its segment's packed keys `kp` and
+/// values `vp` (`len` tokens), the output row i written at `out + i * ldo` (hd values).
+///
+/// # Safety
+/// `out + i * ldo .. + hd` valid for writes for every query row i and touched by no one else;
+/// unless `EMUL`, AMX available with the tile state granted.
+#[allow(clippy::too_many_arguments)]
+unsafe fn attend_task<const EMUL: bool>(
+    q: ArrayView2<f32>,
+    kp: &[u16],
+    vp: &[u16],
+    len: usize,
+    hd: usize,
+    scale: f32,
+    out: *mut f32,
+    ldo: usize,
+) {
+    let qb = q.nrows();
+    let mblocks = qb.div_ceil(T);
+    let (qsteps, lsteps, oblocks) = (hd.div_ceil(T), len.div_ceil(T), hd.div_ceil(T));
+    // the queries as bf16 rows [mblocks * 32][qsteps][32], zero past the edges
+    let mut qa = vec![Line([0; 32]); mblocks * T * qsteps];
+    for (r, row) in q.outer_iter().enumerate() {
+        for (c, &x) in row.iter().enumerate() {
+            qa[r * qsteps + c / T].0[c % T] = bf16_bits(x);
+        }
+    }
+    // the probabilities of a key step as bf16 rows [mblocks * 32][KBLK / 32][32]
+    let psteps = KBLK / T;
+    let mut pa = vec![Line([0; 32]); mblocks * T * psteps];
+    let mut sc = vec![0.0f32; qb * KBLK];
+    let mut o = vec![0.0f32; qb * hd];
+    let (mut mx, mut sum) = (vec![f32::NEG_INFINITY; qb], vec![0.0f32; qb]);
+    let mut c = Scratch([0.0; 4 * 256]);
+    if !EMUL {
+        // SAFETY: the caller's contract for AMX.
+        unsafe { super::amx::load_config() };
+    }
+    let (lda_q, lda_p) = (qsteps * 64, psteps * 64);
+    let mut k0 = 0;
+    while k0 < len {
+        let nk = KBLK.min(len - k0);
+        let kblocks = nk.div_ceil(T);
+        // scores: scale · q kᵀ for keys k0..k0 + nk
+        for mb in 0..mblocks {
+            for cb in 0..kblocks {
+                let a = qa[mb * T * qsteps..].as_ptr().cast::<u8>();
+                let b = kp[(k0 / T + cb) * qsteps * STEP..].as_ptr().cast::<u8>();
+                // SAFETY: 32 rows of qsteps steps at a (inside qa), qsteps weight steps at b
+                // (inside kp: key block k0 / 32 + cb < lsteps), 4 KiB at c.
+                unsafe { product::<EMUL>(a, lda_q, b, qsteps, &mut c) };
+                for rr in 0..T.min(qb - mb * T) {
+                    let r = mb * T + rr;
+                    let srow = &mut sc[r * KBLK + cb * T..][..T.min(nk - cb * T)];
+                    for (j, s) in srow.iter_mut().enumerate() {
+                        *s = c.0[tile_index(rr, j)] * scale;
+                    }
+                }
+            }
+        }
+        // the online softmax over this step's keys; the probabilities packed as bf16
+        for r in 0..qb {
+            let row = &mut sc[r * KBLK..r * KBLK + nk];
+            let m_new = mx[r].max(super::act::max_f32(row));
+            let step_sum = super::act::exp_shift_sum_f32(row, m_new);
+            if k0 == 0 {
+                sum[r] = step_sum;
+            } else {
+                let corr = super::act::exp_f32(mx[r] - m_new);
+                sum[r] = sum[r] * corr + step_sum;
+                o[r * hd..(r + 1) * hd].iter_mut().for_each(|x| *x *= corr);
+            }
+            mx[r] = m_new;
+            let prow = &mut pa[r * psteps..r * psteps + kblocks];
+            for (j, line) in prow.iter_mut().enumerate() {
+                for (e, dst) in line.0.iter_mut().enumerate() {
+                    *dst = row.get(j * T + e).map_or(0, |&p| bf16_bits(p));
+                }
+            }
+        }
+        // o += p v over this step's keys
+        for mb in 0..mblocks {
+            for ob in 0..oblocks {
+                let a = pa[mb * T * psteps..].as_ptr().cast::<u8>();
+                let b = vp[(ob * lsteps + k0 / T) * STEP..].as_ptr().cast::<u8>();
+                // SAFETY: 32 rows of kblocks <= psteps steps at a (inside pa), kblocks weight
+                // steps at b (inside vp: k0 / 32 + kblocks <= lsteps), 4 KiB at c.
+                unsafe { product::<EMUL>(a, lda_p, b, kblocks, &mut c) };
+                for rr in 0..T.min(qb - mb * T) {
+                    let r = mb * T + rr;
+                    let orow = &mut o[r * hd + ob * T..][..T.min(hd - ob * T)];
+                    for (j, x) in orow.iter_mut().enumerate() {
+                        *x += c.0[tile_index(rr, j)];
+                    }
+                }
+            }
+        }
+        k0 += nk;
+    }
+    for r in 0..qb {
+        let inv = 1.0 / sum[r];
+        for (cc, &x) in o[r * hd..(r + 1) * hd].iter().enumerate() {
+            // SAFETY: value cc < hd of output row r (the caller's contract); written, not read.
+            unsafe { out.add(r * ldo + cc).write(x * inv) };
+        }
+    }
+}
+
+/// Where output `(row, col)` of a 32 x 32 block is in [`Scratch`] (four 16 x 16 tiles: rows
+/// 0-15 columns 0-15, 16-31; then rows 16-31).
+#[inline(always)]
+fn tile_index(row: usize, col: usize) -> usize {
+    ((row / 16) * 2 + col / 16) * 256 + (row % 16) * 16 + col % 16
+}
+
+/// A 32 x 32 block's sums over `steps` input steps (`kernels::amx`'s one-part block).
+///
+/// # Safety
+/// As `kernels::amx`'s blocks: 32 rows of `steps` 64-byte steps at `a` (stride `lda`),
+/// `steps * 2048` bytes at `b`; unless `EMUL`, the tile configuration loaded.
+#[inline(always)]
+unsafe fn product<const EMUL: bool>(
+    a: *const u8,
+    lda: usize,
+    b: *const u8,
+    steps: usize,
+    c: &mut Scratch,
+) {
+    if EMUL {
+        // SAFETY: the caller's contract.
+        unsafe { emulated_block(a, lda, b, steps, &mut c.0) }
+    } else {
+        // SAFETY: the caller's contract; no prefetch (the packs are small and reused).
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            super::amx::block_1_none(a, lda, b, b, steps, c.0.as_mut_ptr());
+        }
+    }
+}
+
+/// What the unit computes for [`product`], in f64 sums rounded to f32 once (its own order of
+/// summation differs: tests compare to a tolerance): for each row r and column j,
+/// `Σ_s Σ_t Σ_e a[r][s][2t + e] · b[s][tile(j)][t][j % 16][e]`.
+///
+/// # Safety
+/// As [`product`]'s.
+unsafe fn emulated_block(a: *const u8, lda: usize, b: *const u8, steps: usize, c: &mut [f32]) {
+    let val = |p: *const u8, i: usize| {
+        // SAFETY: the caller's contract covers every index used below.
+        super::amx::bf16_value(unsafe { p.cast::<u16>().add(i).read_unaligned() }) as f64
+    };
+    for r in 0..T {
+        for j in 0..T {
+            let mut acc = 0.0f64;
+            for s in 0..steps {
+                let arow = a.wrapping_add(r * lda + s * 64);
+                let bs = b.wrapping_add(s * 2048 + (j / 16) * 1024);
+                for t in 0..16 {
+                    for e in 0..2 {
+                        acc += val(arow, 2 * t + e) * val(bs, t * 32 + (j % 16) * 2 + e);
+                    }
+                }
+            }
+            c[tile_index(r, j)] = acc as f32;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::amx::round_bf16;
+
+    /// f64 attention of one head over one segment, inputs as given.
+    fn naive(
+        q: &Array2<f32>,
+        k: &Array2<f32>,
+        v: &Array2<f32>,
+        cu: &[usize],
+        heads: usize,
+        scale: f64,
+    ) -> Array2<f64> {
+        let (n, d) = q.dim();
+        let hd = d / heads;
+        let mut y = Array2::<f64>::zeros((n, d));
+        for h in 0..heads {
+            for w in cu.windows(2) {
+                for i in w[0]..w[1] {
+                    let sc: Vec<f64> = (w[0]..w[1])
+                        .map(|j| {
+                            (0..hd)
+                                .map(|c| q[[i, h * hd + c]] as f64 * k[[j, h * hd + c]] as f64)
+                                .sum::<f64>()
+                                * scale
+                        })
+                        .collect();
+                    let m = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                    let p: Vec<f64> = sc.iter().map(|s| (s - m).exp()).collect();
+                    let z: f64 = p.iter().sum();
+                    for c in 0..hd {
+                        y[[i, h * hd + c]] = (w[0]..w[1])
+                            .zip(&p)
+                            .map(|(j, p)| p * v[[j, h * hd + c]] as f64)
+                            .sum::<f64>()
+                            / z;
+                    }
+                }
+            }
+        }
+        y
+    }
+
+    fn random(n: usize, d: usize, seed: u64, amp: f64) -> Array2<f32> {
+        let mut lcg = crate::kernels::Lcg(seed);
+        Array2::from_shape_fn((n, d), |_| ((lcg.unit() - 0.5) * 2.0 * amp) as f32)
+    }
+
+    /// The blocked bf16 attention (packing, key steps, online softmax, edges) against f64
+    /// attention of the same bf16-rounded q, k, v: the one further rounding is of the
+    /// probabilities (relative 2^-9 each), so every output is within 2^-8 of the largest |v|
+    /// of its head (plus f32 sums). Segments around the short-path boundary, ragged key steps
+    /// (300 = 256 + 44), head dims that are not a multiple of 32, several heads.
+    fn check<const EMUL: bool>() {
+        for &(hd, heads, ref cu) in &[
+            (64usize, 2usize, vec![0usize, 300]),
+            (16, 4, vec![0, 129, 129 + 40, 129 + 40 + 513]),
+            (40, 1, vec![0, 257]),
+        ] {
+            let n = *cu.last().unwrap();
+            let d = hd * heads;
+            let (q, k, v) = (
+                random(n, d, 1, 2.0),
+                random(n, d, 2, 2.0),
+                random(n, d, 3, 1.0),
+            );
+            let scale = (hd as f64).powf(-0.5);
+            let y = run::<EMUL>(q.view(), k.view(), v.view(), cu, heads, scale as f32);
+            let (qr, kr, vr) = (q.mapv(round_bf16), k.mapv(round_bf16), v.mapv(round_bf16));
+            let want = naive(&qr, &kr, &vr, cu, heads, scale);
+            let worst = y
+                .iter()
+                .zip(want.iter())
+                .map(|(&a, &b)| (a as f64 - b).abs())
+                .fold(0.0, f64::max);
+            assert!(
+                worst <= 1.0 / 256.0,
+                "hd {hd} heads {heads} cu {cu:?}: worst |diff| {worst:e}"
+            );
+        }
+    }
+
+    #[test]
+    fn emulated_products_match_f64_attention() {
+        check::<true>();
+    }
+
+    #[test]
+    fn amx_matches_f64_attention() {
+        if !enabled() {
+            eprintln!("skipped: no AMX");
+            return;
+        }
+        check::<false>();
+    }
+}
