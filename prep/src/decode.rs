@@ -12,8 +12,11 @@
 //!   Large images are decoded in row bands on several threads (same bytes as one pass).
 //!   Arithmetic-coded JPEGs over 64 KiB are refused, as PIL fails on them (see `jpeg.rs`).
 //! - WebP: libwebp (`libwebp-sys`) through `WebPAnimDecoder`, the API Pillow's `_webp` uses.
-//! - PNG / GIF / TIFF: the raw samples of the `png` / `gif` / `tiff` crates (lossless formats: the
-//!   only differences are in mode handling, done here as Pillow does).
+//! - PNG / GIF: the raw samples of the `png` / `gif` crates (lossless formats: the only
+//!   differences are in mode handling, done here as Pillow does).
+//! - TIFF (and BigTIFF): libtiff 4.7.2, the version Pillow bundles, built from source with its
+//!   JPEG, old-style JPEG, Deflate, LZMA, CCITT, LZW and PackBits codecs (`glm5v-libtiff-sys`),
+//!   read with `TiffDecode.c`'s loops and `OPEN_INFO`'s modes (`tiff.rs`).
 //! - BMP: read here as Pillow's `BmpImagePlugin` reads it (`bmp.rs`).
 //! - QOI, PNM (P1-P6), TGA, ICO (the largest entry): the `image` crate's decoders (`foreign.rs`),
 //!   measured equal to `load_image` on the Pillow corpus.

@@ -49,7 +49,12 @@ pub(crate) fn sniff(d: &[u8]) -> Option<Format> {
         Some(Format::Bmp)
     } else if d.len() >= 12 && &d[0..4] == b"RIFF" && &d[8..12] == b"WEBP" {
         Some(Format::WebP)
-    } else if d.starts_with(b"II*\0") || d.starts_with(b"MM\0*") {
+    } else if d.starts_with(b"II*\0")
+        || d.starts_with(b"MM\0*")
+        || d.starts_with(b"II+\0")
+        || d.starts_with(b"MM\0+")
+    {
+        // Classic TIFF and BigTIFF (64-bit offsets).
         Some(Format::Tiff)
     } else {
         // Formats read through the `image` crate (`foreign.rs`), recognised as PIL does.
@@ -450,7 +455,61 @@ fn webp(d: &[u8]) -> Result<Header, Fail> {
 }
 
 /// IFD0's ImageWidth, ImageLength and Orientation.
+/// BigTIFF's first IFD: ImageWidth and ImageLength (SHORT, LONG or LONG8 values in 20-byte
+/// entries with 64-bit counts and offsets).
+fn bigtiff(d: &[u8]) -> Result<Header, Fail> {
+    let le = d.starts_with(b"II");
+    let rd64 = |at: usize| -> Option<u64> {
+        let b: [u8; 8] = d.get(at..at.checked_add(8)?)?.try_into().ok()?;
+        Some(if le {
+            u64::from_le_bytes(b)
+        } else {
+            u64::from_be_bytes(b)
+        })
+    };
+    let bad = || truncated("BigTIFF directory");
+    if rd16(d, 4, le) != Some(8) {
+        return Err(Fail::Corrupt(
+            "BigTIFF header with an offset size other than 8".into(),
+        ));
+    }
+    let off = usize::try_from(rd64(8).ok_or_else(bad)?).map_err(|_| bad())?;
+    let n = usize::try_from(rd64(off).ok_or_else(bad)?).map_err(|_| bad())?;
+    let (mut w, mut h) = (None, None);
+    for i in 0..n.min(4096) {
+        let e = off
+            .checked_add(8 + i * 20)
+            .ok_or_else(|| truncated("BigTIFF directory"))?;
+        let tag = rd16(d, e, le).ok_or_else(bad)?;
+        let val = match rd16(d, e + 2, le).unwrap_or(0) {
+            3 => rd16(d, e + 12, le).map(u32::from),
+            4 => rd32(d, e + 12, le),
+            16 => rd64(e + 12).and_then(|v| u32::try_from(v).ok()),
+            _ => None,
+        };
+        match tag {
+            256 => w = val,
+            257 => h = val,
+            _ => {}
+        }
+    }
+    match (w, h) {
+        (Some(width), Some(height)) => Ok(Header {
+            width,
+            height,
+            orientation: OrientationSources::default(),
+            arithmetic: false,
+        }),
+        _ => Err(Fail::Corrupt(
+            "the BigTIFF directory has no ImageWidth/ImageLength".into(),
+        )),
+    }
+}
+
 fn tiff(d: &[u8]) -> Result<Header, Fail> {
+    if d.starts_with(b"II+\0") || d.starts_with(b"MM\0+") {
+        return bigtiff(d);
+    }
     let (le, off) = exif::tiff_header(d).ok_or_else(|| truncated("TIFF header"))?;
     let off = off as usize;
     let n = rd16(d, off, le).ok_or_else(|| truncated("TIFF directory"))? as usize;

@@ -60,9 +60,6 @@ pub(crate) fn pil_format(d: &[u8]) -> Option<&'static str> {
         (b"\n#define", "XBM"),
         (b"P7 332", "XVThumb"),
         (b"Image type:", "IM"),
-        // 64-bit offsets (PIL's TIFF plugin reads them; the `tiff` crate path here does not yet).
-        (b"II+\0", "BigTIFF"),
-        (b"MM\0+", "BigTIFF"),
     ];
     if let Some((_, name)) = magic.iter().find(|(m, _)| starts(m)) {
         return Some(name);
