@@ -15,6 +15,10 @@ mod jpeg_stripes_case;
 #[path = "../../fuzz/fuzz_targets/prep_images_case.rs"]
 mod prep_images_case;
 
+#[allow(dead_code)]
+#[path = "../../fuzz/fuzz_targets/formats_case.rs"]
+mod formats_case;
+
 use std::path::Path;
 
 /// Runs `check` on every file of the target's findings and seeds; returns how many.
@@ -56,4 +60,10 @@ fn jpeg_stripes_findings_and_seeds() {
 fn prep_images_findings_and_seeds() {
     let n = replay("prep_images", prep_images_case::check);
     assert!(n >= 25, "{n} inputs");
+}
+
+#[test]
+fn formats_findings_and_seeds() {
+    let n = replay("formats", formats_case::check);
+    assert!(n >= 40, "{n} inputs");
 }

@@ -8,9 +8,9 @@
 //! `CARGO_TARGET_DIR` set, the fuzz builds go to its `fuzz/` subdirectory (their flags differ
 //! from every other build's); else to `fuzz/target/`.
 //!
-//! The differential targets of issue 26 (`prep_images`, `split_inflate`, `jpeg_stripes`) check
-//! the production paths against a second implementation, not only for panics; see each target's
-//! module text.
+//! The differential targets of issue 26 (`prep_images`, `split_inflate`, `jpeg_stripes`,
+//! `formats`, `gemm`) check the production paths against a second implementation or a stated
+//! bound, not only for panics; see each target's module text.
 
 use anyhow::{Context, bail};
 use std::io::{BufRead, BufReader};
@@ -26,6 +26,8 @@ pub const TARGETS: &[&str] = &[
     "prep_images",
     "split_inflate",
     "jpeg_stripes",
+    "formats",
+    "gemm",
 ];
 
 /// `--target-dir` for cargo-fuzz: `$CARGO_TARGET_DIR/fuzz` when that is set.
