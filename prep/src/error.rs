@@ -52,6 +52,40 @@ pub enum PrepError {
     PreprocessorConfig { path: PathBuf, detail: String },
     #[error("invalid video input: {0}")]
     Video(String),
+    #[error(
+        "{input}: video files need glm5v built with --features video and FFmpeg's libraries \
+         (Debian/Ubuntu: apt-get install pkg-config libavformat-dev libavcodec-dev libavfilter-dev \
+         libswscale-dev libavutil-dev; then cargo build --release --features video); frames as \
+         image files work without it (--video FRAME... --fps F)"
+    )]
+    VideoSupport { input: String },
+    #[error(
+        "{input}: FFmpeg cannot open it as a video (not a video, or corrupt or truncated): {detail}"
+    )]
+    NotAVideo { input: String, detail: String },
+    #[error("{input}: the file has no video stream")]
+    NoVideoStream { input: String },
+    #[error("{input}: this FFmpeg has no decoder for the video codec `{codec}`")]
+    VideoCodec { input: String, codec: String },
+    #[error("{input}: corrupt or truncated video ({codec} in {container}): {detail}")]
+    VideoCorrupt {
+        input: String,
+        codec: String,
+        container: String,
+        detail: String,
+    },
+    #[error(
+        "{input}: {frames} sampled frames of {width}x{height} = {bytes} bytes of RGB exceeds the video \
+         decode budget of {budget} bytes (refused before decoding; raise the budget to accept it)"
+    )]
+    VideoDecodeBudget {
+        input: String,
+        frames: usize,
+        width: u64,
+        height: u64,
+        bytes: u64,
+        budget: u64,
+    },
     #[error("cannot write {path}: {detail}")]
     Write { path: PathBuf, detail: String },
 }

@@ -22,7 +22,10 @@ pub use decode::{
 };
 pub use error::{PrepError, Result};
 pub use options::{PixelOptions, PrepOptions, VideoOptions};
-pub use video::{PreparedVideo, prep_video_frames, prep_video_sources, sample_frames};
+pub use video::{
+    PreparedVideo, VIDEO_FILES, VideoInfo, VideoPlan, decode_video_frames, plan_video,
+    prep_video_file, prep_video_frames, prep_video_sources, probe_video, sample_frames,
+};
 
 use image::RgbImage;
 use rayon::prelude::*;

@@ -138,7 +138,14 @@ pub struct VideoOptions {
     /// Cap on the sampled duration in seconds; 0 = none (class attribute `max_duration`, not
     /// settable from the config upstream).
     pub max_duration: f64,
+    /// A video file whose sampled frames would decode to more RGB24 bytes than this (frames x
+    /// width x height x 3, from the container's metadata) is refused before decoding (glm5v's
+    /// guard; upstream has none). Default [`DEFAULT_VIDEO_DECODE_BUDGET`].
+    pub decode_budget_bytes: u64,
 }
+
+/// 8 GiB of RGB24: e.g. 1350 sampled 1080p frames (11 minutes at 2 fps).
+pub const DEFAULT_VIDEO_DECODE_BUDGET: u64 = 8 << 30;
 
 impl Default for VideoOptions {
     fn default() -> Self {
@@ -148,6 +155,7 @@ impl Default for VideoOptions {
             fps: 2.0,
             max_frames: 2048,
             max_duration: 0.0,
+            decode_budget_bytes: DEFAULT_VIDEO_DECODE_BUDGET,
         }
     }
 }

@@ -10,6 +10,15 @@ use crate::smart_resize::geometry;
 use image::RgbImage;
 use rayon::prelude::*;
 
+#[cfg(feature = "video")]
+mod ffmpeg;
+mod file;
+
+pub use file::{
+    VIDEO_FILES, VideoInfo, VideoPlan, decode_video_frames, plan_video, prep_video_file,
+    probe_video,
+};
+
 /// `np.linspace(start, stop, num, dtype=int)`: `i * step + start` in double (`step = (stop -
 /// start) / (num - 1)`), the last value set to `stop`, floored.
 pub fn linspace_int(start: f64, stop: f64, num: usize) -> Vec<i64> {
