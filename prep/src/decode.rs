@@ -21,7 +21,10 @@
 //! - QOI, PNM (P1-P6), TGA, ICO (the largest entry): the `image` crate's decoders (`foreign.rs`),
 //!   measured equal to `load_image` on the Pillow corpus.
 //!
-//! Files of the other formats PIL opens (AVIF, DDS, PSD, JPEG 2000, CUR, ...) are refused with an error
+//! - DDS: read as Pillow's `DdsImagePlugin` reads it, BC1-BC5 with `BcnDecode.c`'s formulas
+//!   (`dds.rs`); BC6H and BC7 are refused by name.
+//!
+//! Files of the other formats PIL opens (AVIF, PSD, JPEG 2000, CUR, ...) are refused with an error
 //! naming the format (`other.rs`), not as "not a supported image".
 //!
 //! [`probe`] reads only the header; [`load_image`] runs the same header check first, so an image
@@ -29,6 +32,7 @@
 //! buffer is allocated (PIL's `DecompressionBombError`: `w * h > 2 * MAX_IMAGE_PIXELS`).
 
 mod bmp;
+mod dds;
 mod exif;
 mod foreign;
 #[doc(hidden)]
@@ -128,7 +132,8 @@ impl Default for DecodeOptions {
 pub struct ImageHeader {
     pub width: u32,
     pub height: u32,
-    /// PIL's format name: "PNG", "JPEG", "GIF", "BMP", "WEBP", "TIFF", "QOI", "PPM", "TGA" or "ICO".
+    /// PIL's format name: "PNG", "JPEG", "GIF", "BMP", "WEBP", "TIFF", "QOI", "PPM", "TGA", "ICO"
+    /// or "DDS".
     pub format: &'static str,
     /// EXIF orientation 1-8 (1 when absent).
     pub orientation: u8,
@@ -182,7 +187,7 @@ fn checked_header(
             format: name.into(),
             detail: format!(
                 "unsupported format: {name} (glm5v decodes PNG, JPEG, WebP, GIF, BMP, TIFF, \
-                 QOI, PNM, TGA and ICO; PIL opens {name}: convert the image to PNG)"
+                 QOI, PNM, TGA, ICO and DDS; PIL opens {name}: convert the image to PNG)"
             ),
         },
         None => PrepError::UnknownFormat {
@@ -300,6 +305,7 @@ fn decode_checked(
         Format::Gif => gif::decode(bytes, max_bytes),
         Format::Bmp => bmp::decode(bytes, max_bytes),
         Format::Tiff => tiff::decode(bytes, max_bytes),
+        Format::Dds => dds::decode(bytes, max_bytes),
         Format::Qoi | Format::Pnm | Format::Tga | Format::Ico => {
             foreign::decode(bytes, format, max_bytes)
         }

@@ -17,6 +17,7 @@ pub(crate) enum Format {
     Pnm,
     Tga,
     Ico,
+    Dds,
 }
 
 impl Format {
@@ -33,6 +34,7 @@ impl Format {
             Format::Pnm => "PPM",
             Format::Tga => "TGA",
             Format::Ico => "ICO",
+            Format::Dds => "DDS",
         }
     }
 }
@@ -56,6 +58,8 @@ pub(crate) fn sniff(d: &[u8]) -> Option<Format> {
     {
         // Classic TIFF and BigTIFF (64-bit offsets).
         Some(Format::Tiff)
+    } else if d.starts_with(b"DDS ") {
+        Some(Format::Dds)
     } else {
         // Formats read through the `image` crate (`foreign.rs`), recognised as PIL does.
         match super::other::pil_format(d) {
@@ -90,6 +94,15 @@ pub(crate) fn parse(d: &[u8], f: Format) -> Result<Header, Fail> {
         Format::Bmp => bmp(d),
         Format::WebP => webp(d),
         Format::Tiff => tiff(d),
+        Format::Dds => {
+            let (width, height) = super::dds::dims(d)?;
+            Ok(Header {
+                width,
+                height,
+                orientation: OrientationSources::default(),
+                arithmetic: false,
+            })
+        }
         Format::Qoi | Format::Pnm | Format::Tga | Format::Ico => {
             let (width, height) = super::foreign::dims(d, f)?;
             Ok(Header {
