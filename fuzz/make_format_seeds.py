@@ -2,7 +2,7 @@
 repo root with the project venv after `cargo xtask conformance --corpus` has fetched the Pillow
 corpus into target/corpus/: /work/venv/bin/python fuzz/make_format_seeds.py).
 
-- Pillow's own test images of the formats the target covers (BMP, QOI, PNM, TGA, ICO / CUR and the
+- Pillow's own test images of the formats the target covers (BMP, QOI, PNM, TGA, ICO / CUR, TIFF and the
   sniffed-only ones: DDS, PSD, AVIF, JPEG 2000), small ones only, as raw-mode inputs (mode byte 0,
   and the same file with the small decode budget, 0x40);
 - tiny files PIL writes, one per format and mode;
@@ -18,7 +18,7 @@ SEED = os.path.join(ROOT, "fuzz", "corpus", "seed", "formats")
 CORPUS = os.path.join(ROOT, "target", "corpus", "pillow-13.0.0", "Tests", "images")
 
 LIMIT = {"qoi": 40_000, "ppm": 40_000, "pgm": 40_000, "pbm": 40_000, "pnm": 40_000}
-EXTS = {"bmp", "dib", "qoi", "pbm", "pgm", "ppm", "pnm", "tga", "ico", "cur",
+EXTS = {"bmp", "dib", "qoi", "pbm", "pgm", "ppm", "pnm", "tga", "ico", "cur", "tif", "tiff",
         "dds", "psd", "avif", "jp2", "j2k"}
 SNIFF_ONLY = {"dds", "psd", "avif", "jp2", "j2k"}
 
@@ -63,7 +63,9 @@ def main():
         "bmp_1": (rgb.convert("1"), "BMP"), "qoi_rgb": (rgb, "QOI"), "qoi_rgba": (rgba, "QOI"),
         "ppm_rgb": (rgb, "PPM"), "pgm_l": (rgb.convert("L"), "PPM"), "pbm_1": (rgb.convert("1"), "PPM"),
         "tga_rgb": (rgb, "TGA"), "tga_rgba": (rgba, "TGA"), "tga_p": (rgb.convert("P"), "TGA"),
-        "tga_rle": (rgb, "TGA"), "ico_rgba": (rgba, "ICO"),
+        "tga_rle": (rgb, "TGA"), "ico_rgba": (rgba, "ICO"), "tiff_rgb": (rgb, "TIFF"),
+        "tiff_rgba": (rgba, "TIFF"), "tiff_l": (rgb.convert("L"), "TIFF"), "tiff_1": (rgb.convert("1"), "TIFF"),
+        "tiff_p": (rgb.convert("P"), "TIFF"), "tiff_cmyk": (rgb.convert("CMYK"), "TIFF"),
     }
     for name, (img, fmt) in tiny.items():
         b = io.BytesIO()
@@ -71,7 +73,7 @@ def main():
         put(f"pil_{name}", b"\x00" + b.getvalue())
         put(f"pil_{name}.white", b"\x20" + b.getvalue())
     r = random.Random(26)
-    for family in range(6):
+    for family in range(7):
         for k in range(8):
             # damage byte 16+ (none) for most, a cut or a flip for some
             damage = [200, 201, 202, 203, 3, 12, 250, 251][k]
