@@ -14,7 +14,7 @@
 //! short, keep its accuracy (rounding q, k and v at full depth took the full-geometry fixture
 //! from 0.95 to 1.01 of the bf16 tolerance).
 
-use super::amx::{Line, Scratch, bf16_bits};
+use super::amx::{Line, bf16_bits};
 use super::attention::{SHORT, attend_short};
 use super::team;
 use ndarray::{Array2, ArrayView2, s};
@@ -185,10 +185,12 @@ unsafe fn attend_task<const EMUL: bool>(
     // the probabilities of a key step as bf16 rows [mblocks * 32][KBLK / 32][32]
     let psteps = KBLK / T;
     let mut pa = vec![Line([0; 32]); mblocks * T * psteps];
-    let mut sc = vec![0.0f32; qb * KBLK];
-    let mut o = vec![0.0f32; qb * hd];
+    // a key step's scores [mblocks * 32][KBLK] and the outputs [mblocks * 32][oblocks * 32], f32,
+    // where the unit stores its accumulators (and, for the outputs, adds into them)
+    let ocols = oblocks * T;
+    let mut sc = vec![0.0f32; mblocks * T * KBLK];
+    let mut o = vec![0.0f32; mblocks * T * ocols];
     let (mut mx, mut sum) = (vec![f32::NEG_INFINITY; qb], vec![0.0f32; qb]);
-    let mut c = Scratch([0.0; 4 * 256]);
     if !EMUL {
         // SAFETY: the caller's contract for AMX.
         unsafe { super::amx::load_config() };
@@ -198,26 +200,22 @@ unsafe fn attend_task<const EMUL: bool>(
     while k0 < len {
         let nk = KBLK.min(len - k0);
         let kblocks = nk.div_ceil(T);
-        // scores: scale · q kᵀ for keys k0..k0 + nk
+        // scores q kᵀ for keys k0..k0 + nk (whole blocks of 32: the padding keys are zero)
         for mb in 0..mblocks {
             for cb in 0..kblocks {
                 let a = qa[mb * T * qsteps..].as_ptr().cast::<u8>();
                 let b = kp[(k0 / T + cb) * qsteps * STEP..].as_ptr().cast::<u8>();
+                let c = sc[mb * T * KBLK + cb * T..].as_mut_ptr();
                 // SAFETY: 32 rows of qsteps steps at a (inside qa), qsteps weight steps at b
-                // (inside kp: key block k0 / 32 + cb < lsteps), 4 KiB at c.
-                unsafe { product::<EMUL>(a, lda_q, b, qsteps, &mut c) };
-                for rr in 0..T.min(qb - mb * T) {
-                    let r = mb * T + rr;
-                    let srow = &mut sc[r * KBLK + cb * T..][..T.min(nk - cb * T)];
-                    for (j, s) in srow.iter_mut().enumerate() {
-                        *s = c.0[tile_index(rr, j)] * scale;
-                    }
-                }
+                // (inside kp: key block k0 / 32 + cb < lsteps), a 32 x 32 block at c with row
+                // stride KBLK (inside sc: cb * 32 + 32 <= KBLK).
+                unsafe { product::<EMUL, false>(a, lda_q, b, qsteps, c, KBLK * 4) };
             }
         }
         // the online softmax over this step's keys; the probabilities packed as bf16
         for r in 0..qb {
             let row = &mut sc[r * KBLK..r * KBLK + nk];
+            row.iter_mut().for_each(|x| *x *= scale);
             let m_new = mx[r].max(super::act::max_f32(row));
             let step_sum = super::act::exp_shift_sum_f32(row, m_new);
             if k0 == 0 {
@@ -225,90 +223,166 @@ unsafe fn attend_task<const EMUL: bool>(
             } else {
                 let corr = super::act::exp_f32(mx[r] - m_new);
                 sum[r] = sum[r] * corr + step_sum;
-                o[r * hd..(r + 1) * hd].iter_mut().for_each(|x| *x *= corr);
+                o[r * ocols..r * ocols + hd]
+                    .iter_mut()
+                    .for_each(|x| *x *= corr);
             }
             mx[r] = m_new;
             let prow = &mut pa[r * psteps..r * psteps + kblocks];
             for (j, line) in prow.iter_mut().enumerate() {
-                for (e, dst) in line.0.iter_mut().enumerate() {
-                    *dst = row.get(j * T + e).map_or(0, |&p| bf16_bits(p));
+                let src = &row[j * T..((j + 1) * T).min(nk)];
+                for (d, &p) in line.0.iter_mut().zip(src) {
+                    *d = bf16_bits(p);
                 }
+                line.0[src.len()..].fill(0);
             }
         }
-        // o += p v over this step's keys
+        // o += p v over this step's keys, added by the unit into the outputs
         for mb in 0..mblocks {
             for ob in 0..oblocks {
                 let a = pa[mb * T * psteps..].as_ptr().cast::<u8>();
                 let b = vp[(ob * lsteps + k0 / T) * STEP..].as_ptr().cast::<u8>();
+                let c = o[mb * T * ocols + ob * T..].as_mut_ptr();
                 // SAFETY: 32 rows of kblocks <= psteps steps at a (inside pa), kblocks weight
-                // steps at b (inside vp: k0 / 32 + kblocks <= lsteps), 4 KiB at c.
-                unsafe { product::<EMUL>(a, lda_p, b, kblocks, &mut c) };
-                for rr in 0..T.min(qb - mb * T) {
-                    let r = mb * T + rr;
-                    let orow = &mut o[r * hd + ob * T..][..T.min(hd - ob * T)];
-                    for (j, x) in orow.iter_mut().enumerate() {
-                        *x += c.0[tile_index(rr, j)];
-                    }
-                }
+                // steps at b (inside vp: k0 / 32 + kblocks <= lsteps), a 32 x 32 block at c with
+                // row stride ocols (inside o).
+                unsafe { product::<EMUL, true>(a, lda_p, b, kblocks, c, ocols * 4) };
             }
         }
         k0 += nk;
     }
     for r in 0..qb {
         let inv = 1.0 / sum[r];
-        for (cc, &x) in o[r * hd..(r + 1) * hd].iter().enumerate() {
+        for (cc, &x) in o[r * ocols..r * ocols + hd].iter().enumerate() {
             // SAFETY: value cc < hd of output row r (the caller's contract); written, not read.
             unsafe { out.add(r * ldo + cc).write(x * inv) };
         }
     }
 }
 
-/// Where output `(row, col)` of a 32 x 32 block is in [`Scratch`] (four 16 x 16 tiles: rows
-/// 0-15 columns 0-15, 16-31; then rows 16-31).
-#[inline(always)]
-fn tile_index(row: usize, col: usize) -> usize {
-    ((row / 16) * 2 + col / 16) * 256 + (row % 16) * 16 + col % 16
-}
-
-/// A 32 x 32 block's sums over `steps` input steps (`kernels::amx`'s one-part block).
+/// A 32 x 32 block's sums over `steps` input steps of 32 (bf16 rows at `a`, stride `lda`
+/// bytes; weight steps of 2 KiB at `b`), stored as f32 at `c` (row stride `ldc` bytes) or, with
+/// `ACC`, added by the unit to the values there.
 ///
 /// # Safety
-/// As `kernels::amx`'s blocks: 32 rows of `steps` 64-byte steps at `a` (stride `lda`),
-/// `steps * 2048` bytes at `b`; unless `EMUL`, the tile configuration loaded.
+/// `steps >= 1`; 32 rows of `steps` 64-byte steps at `a`, `steps * 2048` bytes at `b`, 32 rows
+/// of 32 f32 at `c` (stride `ldc`), readable and writable; unless `EMUL`, the tile
+/// configuration loaded.
 #[inline(always)]
-unsafe fn product<const EMUL: bool>(
+unsafe fn product<const EMUL: bool, const ACC: bool>(
     a: *const u8,
     lda: usize,
     b: *const u8,
     steps: usize,
-    c: &mut Scratch,
+    c: *mut f32,
+    ldc: usize,
 ) {
     if EMUL {
         // SAFETY: the caller's contract.
-        unsafe { emulated_block(a, lda, b, steps, &mut c.0) }
+        unsafe { emulated_block::<ACC>(a, lda, b, steps, c, ldc) }
     } else {
-        // SAFETY: the caller's contract; no prefetch (the packs are small and reused).
+        // SAFETY: the caller's contract.
         #[cfg(target_arch = "x86_64")]
         unsafe {
-            super::amx::block_1_none(a, lda, b, b, steps, c.0.as_mut_ptr());
+            tile_block::<ACC>(a, lda, b, steps, c, ldc);
         }
     }
 }
 
-/// What the unit computes for [`product`], in f64 sums rounded to f32 once (its own order of
-/// summation differs: tests compare to a tolerance): for each row r and column j,
-/// `Σ_s Σ_t Σ_e a[r][s][2t + e] · b[s][tile(j)][t][j % 16][e]`.
+/// [`product`] on the unit: accumulators tmm0-3 (rows 0-15 / 16-31, columns 0-15 / 16-31),
+/// inputs tmm4-5, weights tmm6-7, as `kernels::amx`'s block; the accumulators are zeroed, or
+/// with `ACC` loaded from `c`, and stored to `c` with its stride: no copy of the sums.
+///
+/// # Safety
+/// As [`product`]'s, with the tile configuration loaded.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn tile_block<const ACC: bool>(
+    a: *const u8,
+    lda: usize,
+    b: *const u8,
+    steps: usize,
+    c: *mut f32,
+    ldc: usize,
+) {
+    macro_rules! body {
+        ($($init:literal),+) => {
+            // SAFETY: the caller's contract; only tile registers and the named GPRs are touched.
+            unsafe {
+                std::arch::asm!(
+                    $($init,)+
+                    "2:",
+                    "tileloadd tmm6, [{b} + {s}*1]",
+                    "tileloadd tmm7, [{b} + {s}*1 + 1024]",
+                    "tileloadd tmm4, [{a0} + {lda}*1]",
+                    "tileloadd tmm5, [{a1} + {lda}*1]",
+                    "tdpbf16ps tmm0, tmm4, tmm6",
+                    "tdpbf16ps tmm1, tmm4, tmm7",
+                    "tdpbf16ps tmm2, tmm5, tmm6",
+                    "tdpbf16ps tmm3, tmm5, tmm7",
+                    "add {a0}, 64",
+                    "add {a1}, 64",
+                    "add {b}, 2048",
+                    "dec {n}",
+                    "jnz 2b",
+                    "tilestored [{c0} + {ldc}*1], tmm0",
+                    "tilestored [{c0} + {ldc}*1 + 64], tmm1",
+                    "tilestored [{c1} + {ldc}*1], tmm2",
+                    "tilestored [{c1} + {ldc}*1 + 64], tmm3",
+                    a0 = inout(reg) a => _,
+                    a1 = inout(reg) a.add(16 * lda) => _,
+                    b = inout(reg) b => _,
+                    n = inout(reg) steps => _,
+                    lda = in(reg) lda,
+                    s = in(reg) 64usize,
+                    c0 = in(reg) c,
+                    c1 = in(reg) c.cast::<u8>().add(16 * ldc),
+                    ldc = in(reg) ldc,
+                    options(nostack),
+                );
+            }
+        };
+    }
+    if ACC {
+        body!(
+            "tileloadd tmm0, [{c0} + {ldc}*1]",
+            "tileloadd tmm1, [{c0} + {ldc}*1 + 64]",
+            "tileloadd tmm2, [{c1} + {ldc}*1]",
+            "tileloadd tmm3, [{c1} + {ldc}*1 + 64]"
+        );
+    } else {
+        body!(
+            "tilezero tmm0",
+            "tilezero tmm1",
+            "tilezero tmm2",
+            "tilezero tmm3"
+        );
+    }
+}
+
+/// What the unit computes for [`product`], in f64 sums rounded to f32 once (the unit's own
+/// order of summation differs: tests compare to a tolerance): for each row r and column j,
+/// `c[r][j] (+)= Σ_s Σ_t Σ_e a[r][s][2t + e] · b[s][j / 16][t][j % 16][e]`.
 ///
 /// # Safety
 /// As [`product`]'s.
-unsafe fn emulated_block(a: *const u8, lda: usize, b: *const u8, steps: usize, c: &mut [f32]) {
+unsafe fn emulated_block<const ACC: bool>(
+    a: *const u8,
+    lda: usize,
+    b: *const u8,
+    steps: usize,
+    c: *mut f32,
+    ldc: usize,
+) {
     let val = |p: *const u8, i: usize| {
         // SAFETY: the caller's contract covers every index used below.
         super::amx::bf16_value(unsafe { p.cast::<u16>().add(i).read_unaligned() }) as f64
     };
     for r in 0..T {
         for j in 0..T {
-            let mut acc = 0.0f64;
+            // SAFETY: row r, column j of the block at c (the caller's contract).
+            let cv = unsafe { &mut *c.cast::<u8>().add(r * ldc).cast::<f32>().add(j) };
+            let mut acc = if ACC { *cv as f64 } else { 0.0 };
             for s in 0..steps {
                 let arow = a.wrapping_add(r * lda + s * 64);
                 let bs = b.wrapping_add(s * 2048 + (j / 16) * 1024);
@@ -318,7 +392,7 @@ unsafe fn emulated_block(a: *const u8, lda: usize, b: *const u8, steps: usize, c
                     }
                 }
             }
-            c[tile_index(r, j)] = acc as f32;
+            *cv = acc as f32;
         }
     }
 }
