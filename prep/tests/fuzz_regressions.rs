@@ -19,6 +19,11 @@ mod prep_images_case;
 #[path = "../../fuzz/fuzz_targets/formats_case.rs"]
 mod formats_case;
 
+#[cfg(feature = "video")]
+#[allow(dead_code)]
+#[path = "../../fuzz/fuzz_targets/video_case.rs"]
+mod video_case;
+
 use std::path::Path;
 
 /// Runs `check` on every file of the target's findings and seeds; returns how many.
@@ -66,4 +71,12 @@ fn prep_images_findings_and_seeds() {
 fn formats_findings_and_seeds() {
     let n = replay("formats", formats_case::check);
     assert!(n >= 40, "{n} inputs");
+}
+
+/// With `--features video` (FFmpeg's libraries).
+#[cfg(feature = "video")]
+#[test]
+fn video_findings_and_seeds() {
+    let n = replay("video", video_case::check);
+    assert!(n >= 8, "{n} inputs");
 }
