@@ -30,7 +30,7 @@ use std::time::Instant;
 /// PIL format names (`Image.format`) of the files prep reads: MPO is a JPEG, APNG a PNG, PPM
 /// the whole PNM family.
 pub const READ_FORMATS: &[&str] = &[
-    "PNG", "JPEG", "MPO", "WEBP", "GIF", "BMP", "TIFF", "QOI", "PPM", "TGA", "ICO", "DDS",
+    "PNG", "JPEG", "MPO", "WEBP", "GIF", "BMP", "TIFF", "QOI", "PPM", "TGA", "ICO", "DDS", "PSD",
 ];
 
 /// `fixtures/corpus/corpus.json`.
@@ -552,8 +552,8 @@ mod tests {
                     },
                 ),
                 result("c.tif", "TIFF", true, refused(true)),
-                result("d.psd", "PSD", true, refused(true)),
-                result("e.psd", "PSD", true, refused(false)),
+                result("d.sgi", "SGI", true, refused(true)),
+                result("e.sgi", "SGI", true, refused(false)),
                 result("f.bmp", "BMP", false, Outcome::OnlyWeAccept),
             ],
             secs: 0.0,
@@ -566,7 +566,7 @@ mod tests {
         assert_eq!(p.len(), 4, "{p:#?}");
         assert!(p[0].starts_with("b.tif [TIFF]: differs: decoded RGB differs"));
         assert!(p[1].starts_with("c.tif [TIFF]: refused"));
-        assert!(p[2].starts_with("e.psd [PSD]: unnamed"));
+        assert!(p[2].starts_with("e.sgi [SGI]: unnamed"));
         assert!(p[3].starts_with("f.bmp [BMP]: only-we-accept"));
     }
 
@@ -576,7 +576,7 @@ mod tests {
             "# comment\n\
              differs\tb.tif\tJPEG-in-TIFF\n\
              refused\tc.tif\tplanar\n\
-             unnamed\te.psd\tPSD not read\n\
+             unnamed\te.sgi\tSGI not read\n\
              only-we-accept\tf.bmp\tlenient\n",
         )
         .unwrap();
@@ -633,7 +633,7 @@ mod tests {
         let (per, read, all) = r.counts();
         assert_eq!(per["TIFF"].differs, 1);
         assert_eq!(per["TIFF"].refused, 1);
-        assert_eq!(per["PSD"].refused, 2);
+        assert_eq!(per["SGI"].refused, 2);
         assert_eq!(
             (
                 read.files,

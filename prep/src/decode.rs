@@ -23,8 +23,10 @@
 //!
 //! - DDS: read as Pillow's `DdsImagePlugin` reads it, BC1-BC5 with `BcnDecode.c`'s formulas
 //!   (`dds.rs`); BC6H and BC7 are refused by name.
+//! - PSD: the merged composite as Pillow's `PsdImagePlugin` reads it (raw or PackBits bands,
+//!   `psd.rs`).
 //!
-//! Files of the other formats PIL opens (AVIF, PSD, JPEG 2000, CUR, ...) are refused with an error
+//! Files of the other formats PIL opens (AVIF, JPEG 2000, CUR, ...) are refused with an error
 //! naming the format (`other.rs`), not as "not a supported image".
 //!
 //! [`probe`] reads only the header; [`load_image`] runs the same header check first, so an image
@@ -54,6 +56,7 @@ mod jpeg;
 mod modes;
 mod other;
 mod png;
+mod psd;
 #[cfg(test)]
 pub(crate) use png::{test_photo, test_png};
 mod source;
@@ -132,8 +135,8 @@ impl Default for DecodeOptions {
 pub struct ImageHeader {
     pub width: u32,
     pub height: u32,
-    /// PIL's format name: "PNG", "JPEG", "GIF", "BMP", "WEBP", "TIFF", "QOI", "PPM", "TGA", "ICO"
-    /// or "DDS".
+    /// PIL's format name: "PNG", "JPEG", "GIF", "BMP", "WEBP", "TIFF", "QOI", "PPM", "TGA", "ICO",
+    /// "DDS" or "PSD".
     pub format: &'static str,
     /// EXIF orientation 1-8 (1 when absent).
     pub orientation: u8,
@@ -187,7 +190,7 @@ fn checked_header(
             format: name.into(),
             detail: format!(
                 "unsupported format: {name} (glm5v decodes PNG, JPEG, WebP, GIF, BMP, TIFF, \
-                 QOI, PNM, TGA, ICO and DDS; PIL opens {name}: convert the image to PNG)"
+                 QOI, PNM, TGA, ICO, DDS and PSD; PIL opens {name}: convert the image to PNG)"
             ),
         },
         None => PrepError::UnknownFormat {
@@ -306,6 +309,7 @@ fn decode_checked(
         Format::Bmp => bmp::decode(bytes, max_bytes),
         Format::Tiff => tiff::decode(bytes, max_bytes),
         Format::Dds => dds::decode(bytes, max_bytes),
+        Format::Psd => psd::decode(bytes, max_bytes),
         Format::Qoi | Format::Pnm | Format::Tga | Format::Ico => {
             foreign::decode(bytes, format, max_bytes)
         }

@@ -85,11 +85,14 @@ fn headers_over_the_budget_are_refused_before_decoding() {
 
 #[test]
 fn formats_pil_opens_but_prep_does_not_are_named() {
-    let s = src("a.psd", b"8BPS\0\x01\0\0\0\0\0\0".to_vec());
+    let s = src(
+        "a.sgi",
+        b"\x01\xda\x01\x01\0\x02\0\x10\0\x10\0\x03".to_vec(),
+    );
     let e = load_image(&s, &DecodeOptions::default()).unwrap_err();
     assert!(
-        matches!(&e, PrepError::Unsupported { format, .. } if format == "PSD"),
+        matches!(&e, PrepError::Unsupported { format, .. } if format == "SGI"),
         "{e}"
     );
-    assert!(e.to_string().contains("unsupported format: PSD"), "{e}");
+    assert!(e.to_string().contains("unsupported format: SGI"), "{e}");
 }

@@ -18,6 +18,7 @@ pub(crate) enum Format {
     Tga,
     Ico,
     Dds,
+    Psd,
 }
 
 impl Format {
@@ -35,6 +36,7 @@ impl Format {
             Format::Tga => "TGA",
             Format::Ico => "ICO",
             Format::Dds => "DDS",
+            Format::Psd => "PSD",
         }
     }
 }
@@ -60,6 +62,8 @@ pub(crate) fn sniff(d: &[u8]) -> Option<Format> {
         Some(Format::Tiff)
     } else if d.starts_with(b"DDS ") {
         Some(Format::Dds)
+    } else if d.starts_with(b"8BPS") {
+        Some(Format::Psd)
     } else {
         // Formats read through the `image` crate (`foreign.rs`), recognised as PIL does.
         match super::other::pil_format(d) {
@@ -94,8 +98,12 @@ pub(crate) fn parse(d: &[u8], f: Format) -> Result<Header, Fail> {
         Format::Bmp => bmp(d),
         Format::WebP => webp(d),
         Format::Tiff => tiff(d),
-        Format::Dds => {
-            let (width, height) = super::dds::dims(d)?;
+        Format::Dds | Format::Psd => {
+            let (width, height) = if f == Format::Dds {
+                super::dds::dims(d)?
+            } else {
+                super::psd::dims(d)?
+            };
             Ok(Header {
                 width,
                 height,
