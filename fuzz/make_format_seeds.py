@@ -2,8 +2,8 @@
 repo root with the project venv after `cargo xtask conformance --corpus` has fetched the Pillow
 corpus into target/corpus/: /work/venv/bin/python fuzz/make_format_seeds.py).
 
-- Pillow's own test images of the formats the target covers (BMP, QOI, PNM, TGA, ICO / CUR, TIFF and the
-  sniffed-only ones: DDS, PSD, AVIF, JPEG 2000), small ones only, as raw-mode inputs (mode byte 0,
+- Pillow's own test images of the formats the target covers (BMP, QOI, PNM, TGA, ICO / CUR, TIFF, DDS,
+  PSD and the sniffed-only ones: AVIF, JPEG 2000, their first 2 KB), small ones only, as raw-mode inputs (mode byte 0,
   and the same file with the small decode budget, 0x40);
 - tiny files PIL writes, one per format and mode;
 - recipes for the structured mode (mode byte 0x10 | family, `formats_case.rs::build`): bytes
@@ -20,7 +20,7 @@ CORPUS = os.path.join(ROOT, "target", "corpus", "pillow-13.0.0", "Tests", "image
 LIMIT = {"qoi": 40_000, "ppm": 40_000, "pgm": 40_000, "pbm": 40_000, "pnm": 40_000}
 EXTS = {"bmp", "dib", "qoi", "pbm", "pgm", "ppm", "pnm", "tga", "ico", "cur", "tif", "tiff",
         "dds", "psd", "avif", "jp2", "j2k"}
-SNIFF_ONLY = {"dds", "psd", "avif", "jp2", "j2k"}
+SNIFF_ONLY = {"avif", "jp2", "j2k"}
 
 
 def put(name, data):
@@ -73,7 +73,7 @@ def main():
         put(f"pil_{name}", b"\x00" + b.getvalue())
         put(f"pil_{name}.white", b"\x20" + b.getvalue())
     r = random.Random(26)
-    for family in range(7):
+    for family in range(8):
         for k in range(8):
             # damage byte 16+ (none) for most, a cut or a flip for some
             damage = [200, 201, 202, 203, 3, 12, 250, 251][k]
