@@ -30,7 +30,8 @@ use std::time::Instant;
 /// PIL format names (`Image.format`) of the files prep reads: MPO is a JPEG, APNG a PNG, PPM
 /// the whole PNM family.
 pub const READ_FORMATS: &[&str] = &[
-    "PNG", "JPEG", "MPO", "WEBP", "GIF", "BMP", "TIFF", "QOI", "PPM", "TGA", "ICO", "DDS", "PSD",
+    "PNG", "JPEG", "MPO", "WEBP", "GIF", "BMP", "TIFF", "QOI", "PPM", "TGA", "ICO", "CUR", "DDS",
+    "PSD",
 ];
 
 /// `fixtures/corpus/corpus.json`.

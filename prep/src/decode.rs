@@ -25,8 +25,10 @@
 //!   (`dds.rs`); BC6H and BC7 are refused by name.
 //! - PSD: the merged composite as Pillow's `PsdImagePlugin` reads it (raw or PackBits bands,
 //!   `psd.rs`).
+//! - CUR: the entry and masking of Pillow's `CurImagePlugin`, the bitmap through `bmp.rs`
+//!   (`cur.rs`).
 //!
-//! Files of the other formats PIL opens (AVIF, JPEG 2000, CUR, ...) are refused with an error
+//! Files of the other formats PIL opens (AVIF, JPEG 2000, ...) are refused with an error
 //! naming the format (`other.rs`), not as "not a supported image".
 //!
 //! [`probe`] reads only the header; [`load_image`] runs the same header check first, so an image
@@ -34,6 +36,7 @@
 //! buffer is allocated (PIL's `DecompressionBombError`: `w * h > 2 * MAX_IMAGE_PIXELS`).
 
 mod bmp;
+mod cur;
 mod dds;
 mod exif;
 mod foreign;
@@ -136,7 +139,7 @@ pub struct ImageHeader {
     pub width: u32,
     pub height: u32,
     /// PIL's format name: "PNG", "JPEG", "GIF", "BMP", "WEBP", "TIFF", "QOI", "PPM", "TGA", "ICO",
-    /// "DDS" or "PSD".
+    /// "CUR", "DDS" or "PSD".
     pub format: &'static str,
     /// EXIF orientation 1-8 (1 when absent).
     pub orientation: u8,
@@ -190,7 +193,7 @@ fn checked_header(
             format: name.into(),
             detail: format!(
                 "unsupported format: {name} (glm5v decodes PNG, JPEG, WebP, GIF, BMP, TIFF, \
-                 QOI, PNM, TGA, ICO, DDS and PSD; PIL opens {name}: convert the image to PNG)"
+                 QOI, PNM, TGA, ICO, CUR, DDS and PSD; PIL opens {name}: convert the image to PNG)"
             ),
         },
         None => PrepError::UnknownFormat {
@@ -310,6 +313,7 @@ fn decode_checked(
         Format::Tiff => tiff::decode(bytes, max_bytes),
         Format::Dds => dds::decode(bytes, max_bytes),
         Format::Psd => psd::decode(bytes, max_bytes),
+        Format::Cur => cur::decode(bytes, max_bytes),
         Format::Qoi | Format::Pnm | Format::Tga | Format::Ico => {
             foreign::decode(bytes, format, max_bytes)
         }

@@ -19,6 +19,7 @@ pub(crate) enum Format {
     Ico,
     Dds,
     Psd,
+    Cur,
 }
 
 impl Format {
@@ -37,6 +38,7 @@ impl Format {
             Format::Ico => "ICO",
             Format::Dds => "DDS",
             Format::Psd => "PSD",
+            Format::Cur => "CUR",
         }
     }
 }
@@ -71,6 +73,7 @@ pub(crate) fn sniff(d: &[u8]) -> Option<Format> {
             Some("PPM") if matches!(d.get(1), Some(b'1'..=b'6')) => Some(Format::Pnm),
             Some("TGA") => Some(Format::Tga),
             Some("ICO") => Some(Format::Ico),
+            Some("CUR") => Some(Format::Cur),
             _ => None,
         }
     }
@@ -98,11 +101,11 @@ pub(crate) fn parse(d: &[u8], f: Format) -> Result<Header, Fail> {
         Format::Bmp => bmp(d),
         Format::WebP => webp(d),
         Format::Tiff => tiff(d),
-        Format::Dds | Format::Psd => {
-            let (width, height) = if f == Format::Dds {
-                super::dds::dims(d)?
-            } else {
-                super::psd::dims(d)?
+        Format::Dds | Format::Psd | Format::Cur => {
+            let (width, height) = match f {
+                Format::Dds => super::dds::dims(d)?,
+                Format::Psd => super::psd::dims(d)?,
+                _ => super::cur::dims(d)?,
             };
             Ok(Header {
                 width,
