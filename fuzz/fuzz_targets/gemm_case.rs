@@ -329,6 +329,19 @@ pub fn check(data: &[u8]) {
 
 /// [`check`], with the inputs of known finding G1 ([`g1`]) checked too when `strict`.
 pub fn check_with(data: &[u8], strict: bool) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        let c = glm5v_reference::kernels::isa::choice();
+        eprintln!(
+            "gemm fuzz: kernels at {} (hardware {}): panels {}, skinny {}, vdpbf16ps {}, AMX {}",
+            c.isa.name(),
+            c.hardware.name(),
+            panel::available(),
+            skinny::available(),
+            dpbf16::available(),
+            amx::available()
+        );
+    });
     STRICT.set(strict);
     let at = |i: usize| data.get(i).copied().unwrap_or(0);
     let (kernel, flags) = (at(0) % 8, at(1));
