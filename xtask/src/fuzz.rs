@@ -4,7 +4,8 @@
 //! Shells out to `cargo fuzz run <target> fuzz/corpus/<target> fuzz/corpus/seed/<target> --
 //! -max_total_time=N` with `RUSTC_BOOTSTRAP=1` (cargo-fuzz passes `-Z` flags, which stable
 //! rustc accepts only with it; no other toolchain is needed). New corpus entries go to
-//! `fuzz/corpus/<target>/` (ignored by git); crashes to `fuzz/artifacts/<target>/`. With
+//! `fuzz/corpus/<target>/` (ignored by git); crashes to `fuzz/artifacts/<target>/`. `video` runs
+//! only when named (it needs FFmpeg's development libraries: `--features video`). With
 //! `CARGO_TARGET_DIR` set, the fuzz builds go to its `fuzz/` subdirectory (their flags differ
 //! from every other build's); else to `fuzz/target/`.
 //!
@@ -29,6 +30,19 @@ pub const TARGETS: &[&str] = &[
     "formats",
     "gemm",
 ];
+
+/// Targets run only when named, each with the fuzz crate's features it needs (`video` links the
+/// system's FFmpeg libraries, as prep's `video` feature does).
+pub const OPT_IN: &[(&str, &str)] = &[("video", "video")];
+
+/// `--features F` for a target that needs them.
+pub fn feature_args(target: &str) -> Vec<String> {
+    OPT_IN
+        .iter()
+        .find(|(t, _)| *t == target)
+        .map(|(_, f)| vec!["--features".to_string(), f.to_string()])
+        .unwrap_or_default()
+}
 
 /// `--target-dir` for cargo-fuzz: `$CARGO_TARGET_DIR/fuzz` when that is set.
 pub fn target_dir_args() -> Vec<String> {
@@ -93,10 +107,16 @@ pub fn run(repo_root: &Path, seconds: u64, targets: &[String]) -> anyhow::Result
     } else {
         targets.to_vec()
     };
-    if let Some(t) = targets.iter().find(|t| !TARGETS.contains(&t.as_str())) {
+    let known = |t: &str| TARGETS.contains(&t) || OPT_IN.iter().any(|(o, _)| *o == t);
+    if let Some(t) = targets.iter().find(|t| !known(t)) {
         bail!(
-            "unknown fuzz target `{t}` (targets: {})",
-            TARGETS.join(", ")
+            "unknown fuzz target `{t}` (targets: {}; when named: {})",
+            TARGETS.join(", "),
+            OPT_IN
+                .iter()
+                .map(|(t, _)| *t)
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     let probe = Command::new("cargo").args(["fuzz", "--version"]).output();
@@ -115,6 +135,7 @@ pub fn run(repo_root: &Path, seconds: u64, targets: &[String]) -> anyhow::Result
             .current_dir(repo_root)
             .env("RUSTC_BOOTSTRAP", "1")
             .args(["fuzz", "build", t])
+            .args(feature_args(t))
             .args(target_dir_args())
             .status()
             .context("running cargo fuzz build")?;
@@ -126,6 +147,7 @@ pub fn run(repo_root: &Path, seconds: u64, targets: &[String]) -> anyhow::Result
             .current_dir(repo_root)
             .env("RUSTC_BOOTSTRAP", "1")
             .args(["fuzz", "run", t])
+            .args(feature_args(t))
             .args(target_dir_args())
             .args([&corpus, &seed, "--"])
             .arg(format!("-max_total_time={seconds}"))
