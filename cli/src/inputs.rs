@@ -3,8 +3,8 @@
 
 use anyhow::{Context, Result, bail};
 use glm5v_prep::{
-    AlphaMode, ImageSource, PixelBatch, PrepOptions, prep_images, prep_video_sources, push_video,
-    read_prep_safetensors,
+    AlphaMode, ImageSource, PixelBatch, PrepOptions, prep_images, prep_video_file,
+    prep_video_sources, push_video, read_prep_safetensors,
 };
 use glm5v_reference::Grid;
 use ndarray::Array2;
@@ -27,10 +27,12 @@ pub struct InputArgs {
     /// Images: paths or data URIs (data:image/png;base64,...), concatenated in order.
     #[arg(value_name = "IMAGE", conflicts_with = "pixels")]
     pub images: Vec<String>,
-    /// Video frames (image files, in order), sampled and paired as upstream's video processor does.
-    #[arg(long, value_name = "FRAME", num_args = 1.., requires = "fps", conflicts_with = "pixels")]
+    /// Video files (MP4, MKV, WebM, AVI, ...; decoded, sampled at 2 fps and paired as upstream's
+    /// video processor does with torchcodec; needs a build with --features video), one video
+    /// each, after the images; or, with --fps, the frames (image files, in order) of one video.
+    #[arg(long, value_name = "FILE|FRAME", num_args = 1.., conflicts_with = "pixels")]
     pub video: Vec<String>,
-    /// Frame rate of the --video frames.
+    /// Frame rate of the --video frames (makes the --video arguments frames of one video).
     #[arg(long, value_name = "F")]
     pub fps: Option<f64>,
     /// A prepared batch (`glm5v prep` output, or upstream's processor output saved as safetensors).
@@ -86,7 +88,8 @@ impl TokenArgs {
     }
 }
 
-/// Preprocesses images (in order) and, when `video` is not empty, one video given as frames.
+/// Preprocesses images (in order), then the `video` arguments: with `fps`, the frames of one
+/// video; without, video files, one video each, in order.
 pub fn prep_batch(
     images: &[String],
     video: &[String],
@@ -94,7 +97,12 @@ pub fn prep_batch(
     opts: &PrepOptions,
 ) -> Result<PixelBatch> {
     if images.is_empty() && video.is_empty() {
-        bail!("no input: give IMAGE paths or data URIs, or --video FRAME... --fps F");
+        bail!(
+            "no input: give IMAGE paths or data URIs, --video FILE..., or --video FRAME... --fps F"
+        );
+    }
+    if fps.is_some() && video.is_empty() {
+        bail!("--fps is the frame rate of --video FRAME...: give the frames");
     }
     let srcs: Vec<ImageSource> = images.iter().map(|a| ImageSource::from_arg(a)).collect();
     let mut batch = if srcs.is_empty() {
@@ -102,11 +110,18 @@ pub fn prep_batch(
     } else {
         prep_images(&srcs, opts)?
     };
-    if !video.is_empty() {
-        let fps = fps.context("--video needs --fps")?;
-        let frames: Vec<ImageSource> = video.iter().map(|a| ImageSource::from_arg(a)).collect();
-        let v = prep_video_sources(&frames, fps, opts)?;
-        push_video(&mut batch, &v);
+    match fps {
+        Some(fps) if !video.is_empty() => {
+            let frames: Vec<ImageSource> = video.iter().map(|a| ImageSource::from_arg(a)).collect();
+            let v = prep_video_sources(&frames, fps, opts)?;
+            push_video(&mut batch, &v);
+        }
+        _ => {
+            for file in video {
+                let v = prep_video_file(Path::new(file), opts)?;
+                push_video(&mut batch, &v);
+            }
+        }
     }
     Ok(batch)
 }
@@ -124,12 +139,14 @@ impl InputArgs {
         let opts = self.tokens.prep_options(model, &self.alpha)?;
         let b = prep_batch(&self.images, &self.video, self.fps, &opts)?;
         let mut names: Vec<String> = self.images.iter().map(|a| short_arg(a)).collect();
-        if !self.video.is_empty() {
+        if self.fps.is_some() && !self.video.is_empty() {
             names.push(format!(
                 "video of {} frames from {}",
                 self.video.len(),
                 short_arg(&self.video[0])
             ));
+        } else {
+            names.extend(self.video.iter().map(|v| format!("video {v}")));
         }
         let mut batch = Batch::from_pixels(b, |_, _| String::new());
         batch.names = names;

@@ -195,6 +195,42 @@ impl Embedder {
         self.embed_pixels_with(pixels, &grids, taps, on_progress)
     }
 
+    /// Images, then video files (`glm5v_prep::prep_video_file`: decoded with FFmpeg, sampled at
+    /// the video processor's fps and paired as upstream's `Glm5NextVideoProcessor` does with
+    /// torchcodec), embedded as one packed batch; one span per image, then one per video (its
+    /// frame pairs' rows in order). The timestamps a video's prompt needs come from
+    /// `glm5v_prep::plan_video` (metadata only). Video files need glm5v-prep's `video` feature
+    /// (this crate's `video`); without it they fail with `PrepError::VideoSupport`.
+    pub fn embed_media(
+        &self,
+        images: &[ImageSource],
+        videos: &[&Path],
+    ) -> Result<Embeddings, EmbedError> {
+        let batch = self.install(|| -> Result<_, glm5v_prep::PrepError> {
+            let mut b = if images.is_empty() {
+                glm5v_prep::PixelBatch::new(self.prep.image.patch_dim())
+            } else {
+                glm5v_prep::prep_images(images, &self.prep)?
+            };
+            for v in videos {
+                glm5v_prep::push_video(&mut b, &glm5v_prep::prep_video_file(v, &self.prep)?);
+            }
+            Ok(b)
+        })?;
+        let mut values = batch.pixel_values;
+        values.extend_from_slice(&batch.pixel_values_videos);
+        let rows = values.len() / batch.patch_dim.max(1);
+        let pixels = ArrayView2::from_shape((rows, batch.patch_dim), &values)
+            .expect("prep returns whole rows");
+        let grids: Vec<Grid> = batch
+            .image_grid_thw
+            .iter()
+            .chain(&batch.video_grid_thw)
+            .map(|g| g.map(|v| v as usize))
+            .collect();
+        self.embed_pixels_with(pixels, &grids, None, None)
+    }
+
     pub fn tower(&self) -> &dyn Tower {
         self.tower.as_ref()
     }

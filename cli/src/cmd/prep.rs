@@ -1,11 +1,11 @@
-//! `glm5v prep`: images (and video frames) to `pixel_values` + grids, as upstream's processor.
+//! `glm5v prep`: images (and videos) to `pixel_values` + grids, as upstream's processor.
 
 use crate::inputs::{TokenArgs, prep_batch};
 use crate::{CmdResult, out};
 use glm5v_prep::write_prep_safetensors;
 use std::path::PathBuf;
 
-/// Preprocess images (and video frames) exactly as upstream's processor does.
+/// Preprocess images (and videos: files or frames) exactly as upstream's processor does.
 ///
 /// Writes `pixel_values` [N, 1176] F32 + `image_grid_thw` [I, 3] I64 (and `pixel_values_videos` +
 /// `video_grid_thw` for --video), the preprocessed-inputs layout, README "File formats". Several images are concatenated in
@@ -18,10 +18,13 @@ pub struct Args {
     /// Output safetensors file.
     #[arg(long, value_name = "FILE.safetensors")]
     out: PathBuf,
-    /// Video frames (image files, in order; every frame is used, as upstream does for a frame list).
-    #[arg(long, value_name = "FRAME", num_args = 1.., requires = "fps")]
+    /// Video files (decoded, sampled at 2 fps and paired as upstream's video processor does with
+    /// torchcodec; needs a build with --features video), one video each, after the images; or,
+    /// with --fps, the frames (image files, in order; every frame is used, as upstream does for a
+    /// frame list) of one video.
+    #[arg(long, value_name = "FILE|FRAME", num_args = 1..)]
     video: Vec<String>,
-    /// Frame rate of the --video frames (sets the timestamps).
+    /// Frame rate of the --video frames (sets the timestamps; makes --video a frame list).
     #[arg(long, value_name = "F")]
     fps: Option<f64>,
     /// Transparency: drop (default, as load_image) or white (composite over white).
