@@ -56,6 +56,7 @@ pub(crate) fn inflate_wait_for_second(on: bool) {
     };
 }
 mod jpeg;
+mod lab;
 mod modes;
 mod other;
 mod png;

@@ -4,7 +4,7 @@
 //! ("RGB;L") for mode P when it is 768 bytes, the image resources are walked as `_open` walks them,
 //! the layer section skipped, then `_maketile`: one band per channel, raw or PackBits (each band
 //! decoded from its own offset as Pillow's `PackbitsDecode.c` decodes it: a run past the end of a
-//! row is an error). CMYK bands are inverted (";I"). LAB (LittleCMS in PIL) is refused by name.
+//! row is an error). CMYK bands are inverted (";I"); LAB goes to RGB through Little CMS (`lab.rs`).
 
 use super::Fail;
 use super::modes::{Pixels, Raster, Transparency, blank_palette};
@@ -28,13 +28,14 @@ enum Mode {
     Rgb,
     Rgba,
     Cmyk,
+    Lab,
 }
 
 impl Mode {
     fn channels(self) -> usize {
         match self {
             Mode::Bit | Mode::L | Mode::P => 1,
-            Mode::Rgb => 3,
+            Mode::Rgb | Mode::Lab => 3,
             Mode::Rgba | Mode::Cmyk => 4,
         }
     }
@@ -67,13 +68,7 @@ fn open(d: &[u8]) -> Result<Open, Fail> {
         (2, 8) => Mode::P,
         (3, 8) => Mode::Rgb,
         (4, 8) => Mode::Cmyk,
-        (9, 8) => {
-            return Err(Fail::Unsupported(
-                "PSD in Lab colour: PIL converts LAB to RGB through LittleCMS, which glm5v does \
-                 not reproduce (convert the image to RGB)"
-                    .into(),
-            ));
-        }
+        (9, 8) => Mode::Lab,
         _ => {
             return Err(Fail::Unsupported(format!(
                 "PSD colour mode {psd_mode} with {bits}-bit channels (PIL refuses it too)"
@@ -264,6 +259,12 @@ pub(crate) fn decode(d: &[u8], max_bytes: usize) -> Result<Raster, Fail> {
                 .flat_map(|i| [bands[0][i], bands[1][i], bands[2][i], bands[3][i]])
                 .collect(),
         ),
+        // Bands "L", "A", "B" as stored (unsigned), then lcms's LAB to sRGB (`lab.rs`).
+        Mode::Lab => Pixels::Rgb(super::lab::to_rgb(
+            &(0..n)
+                .flat_map(|i| [bands[0][i], bands[1][i], bands[2][i]])
+                .collect::<Vec<u8>>(),
+        )?),
         Mode::Cmyk => Pixels::Cmyk(
             (0..n)
                 .flat_map(|i| [0, 1, 2, 3].map(|c| 255 - bands[c][i]))

@@ -14,7 +14,7 @@
 //!   reads them in the file's order with the same raw modes: here an uncompressed big-endian
 //!   file's 16/32-bit samples are put back in file order, so both paths read as Pillow's do.
 //!
-//! Pillow converts a `LAB` image to RGB through LittleCMS (`ImageCms`): not reproduced, refused.
+//! CIELab is converted to RGB as Pillow converts a `LAB` image: through Little CMS (`lab.rs`).
 
 use super::Fail;
 use super::exif::{rd16, rd32, tiff_header};
@@ -177,6 +177,8 @@ enum Raw {
     },
     /// Pillow's "RGBX" read of `TIFFRGBAImage` words (YCbCr through libtiff).
     Abgr,
+    /// "LAB": CIELab, a and b signed; to RGB through Little CMS (`lab.rs`).
+    Lab,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,6 +197,7 @@ impl Raw {
             Raw::I12 => 12,
             Raw::I16 { .. } | Raw::I16S { .. } | Raw::GrayExtra { .. } => 16,
             Raw::I32 { .. } | Raw::F32 { .. } | Raw::Abgr => 32,
+            Raw::Lab => 24,
             Raw::Rgb8 { n, .. } | Raw::Cmyk8 { n } => 8 * n as usize,
             Raw::Rgb16 { n, .. } => 16 * n as usize,
             Raw::Palette { bits, n, .. } => bits as usize * n as usize,
@@ -294,6 +297,7 @@ fn open_info(le: bool, photo: u16, format: u16, bps: &[u16], extra: &[u16]) -> O
             bits: 8,
             invert: false,
         },
+        (PHOTOMETRIC_LAB, 1, [8, 8, 8], []) => Raw::Lab,
         // YCbCr: `_setup` makes it RGB; the read is chosen by `decode`.
         (6, 1, [8, 8, 8], []) => Raw::Rgb8 {
             n: 3,
@@ -392,13 +396,6 @@ pub(crate) fn decode(data: &[u8], max_bytes: usize) -> Result<Raster, Fail> {
              (unknown pixel mode)"
         ))
     };
-    if photo == PHOTOMETRIC_LAB {
-        return Err(Fail::Unsupported(
-            "CIELab TIFF: PIL converts LAB to RGB through LittleCMS, which glm5v does not \
-             reproduce (convert the image to RGB)"
-                .into(),
-        ));
-    }
     if fill == 2 && !fill_order_2_known(le, photo, format, &bps, &extra) {
         return Err(unknown());
     }
@@ -891,6 +888,16 @@ fn unpack(
                 })
                 .collect(),
         ),
+        // `ImagingUnpackLAB` stores a and b unsigned (`^ 128`), then `convert("RGB")` is lcms's.
+        Raw::Lab => Pixels::Rgb(super::lab::to_rgb(
+            &rows()
+                .flat_map(|r| {
+                    r[..w * 3]
+                        .chunks_exact(3)
+                        .flat_map(|p| [p[0], p[1] ^ 128, p[2] ^ 128])
+                })
+                .collect::<Vec<u8>>(),
+        )?),
         Raw::Abgr => Pixels::Rgb(
             v.chunks_exact(4)
                 .take(n)
