@@ -14,6 +14,7 @@ use crate::pixels::{NormLut, pad_to, patchify};
 use crate::resize::resize_bicubic_aa;
 use crate::smart_resize::{Geometry, geometry};
 use image::RgbImage;
+use rayon::prelude::*;
 use std::path::Path;
 
 /// A video file's metadata as torchcodec's `VideoDecoder(seek_mode="exact").metadata` reports it
@@ -201,21 +202,34 @@ fn pixels_of(
     opts: &PrepOptions,
 ) -> Result<PreparedVideo> {
     let p = &opts.video.pixels;
-    let mut canvases: Vec<RgbImage> = Vec::with_capacity(indices.len());
+    let mut unique = indices.clone();
+    unique.dedup();
+    // Decoded a few frames at a time (in order, one decoder), each batch resized and padded in
+    // parallel: memory holds the canvases and one batch of decoded frames, never the clip.
+    let batch = 2 * rayon::current_num_threads().max(1);
+    let mut canvases: Vec<RgbImage> = Vec::with_capacity(unique.len());
+    for part in unique.chunks(batch) {
+        let decoded: Vec<RgbImage> = part.iter().map(|&i| frames(i)).collect::<Result<_>>()?;
+        let mut done: Vec<RgbImage> = decoded
+            .par_iter()
+            .map(|f| {
+                if g.content == (h, w) {
+                    pad_to(f, g.canvas)
+                } else {
+                    pad_to(&resize_bicubic_aa(f, g.content)?, g.canvas)
+                }
+            })
+            .collect::<Result<_>>()?;
+        canvases.append(&mut done);
+    }
+    // indices are non-decreasing: a repeat uses the canvas of the frame before it
     let mut slot: Vec<usize> = Vec::with_capacity(indices.len());
-    let mut prev: Option<usize> = None;
-    for &i in &indices {
-        if prev != Some(i) {
-            let f = frames(i)?;
-            let c = if g.content == (h, w) {
-                pad_to(&f, g.canvas)?
-            } else {
-                pad_to(&resize_bicubic_aa(&f, g.content)?, g.canvas)?
-            };
-            canvases.push(c);
-            prev = Some(i);
+    let mut k = 0;
+    for (n, &i) in indices.iter().enumerate() {
+        if n > 0 && indices[n - 1] != i {
+            k += 1;
         }
-        slot.push(canvases.len() - 1);
+        slot.push(k);
     }
     let mut refs: Vec<&RgbImage> = slot.iter().map(|&s| &canvases[s]).collect();
     while !refs.len().is_multiple_of(p.temporal_patch_size) {
