@@ -224,6 +224,7 @@ int g5v_open(const char *path, g5v_video **out, g5v_info *info, char *err, size_
     }
     int64_t cap = 0, kcap = 0, begin = INT64_MAX, end = INT64_MIN;
     int corrupt = 0;
+    int64_t all_packets = 0; /* of the stream, with the ones an edit list discards */
     double end_all = -INFINITY; /* the end of the last packet of any stream, in seconds */
     for (;;) {
         rc = av_read_frame(v->fmt, v->pkt);
@@ -234,6 +235,7 @@ int g5v_open(const char *path, g5v_video **out, g5v_info *info, char *err, size_
             return G5V_E_CORRUPT;
         }
         if (v->pkt->stream_index == s && (v->pkt->flags & AV_PKT_FLAG_CORRUPT)) corrupt = 1;
+        if (v->pkt->stream_index == s) all_packets++;
         if (v->pkt->stream_index >= 0 && (unsigned)v->pkt->stream_index < v->fmt->nb_streams) {
             double e = secs(pkt_pts(v->pkt) + v->pkt->duration, v->fmt->streams[v->pkt->stream_index]->time_base);
             if (pkt_pts(v->pkt) != AV_NOPTS_VALUE && e > end_all) end_all = e;
@@ -264,9 +266,9 @@ int g5v_open(const char *path, g5v_video **out, g5v_info *info, char *err, size_
         header_end = (double)(start + v->fmt->duration) / AV_TIME_BASE;
         short_of_header = end_all < header_end - tolerance;
     }
-    if (corrupt || (st->nb_frames > 0 && v->nframes < st->nb_frames) || short_of_header) {
+    if (corrupt || (st->nb_frames > 0 && all_packets < st->nb_frames) || short_of_header) {
         char what[200];
-        if (short_of_header && !corrupt && !(st->nb_frames > 0 && v->nframes < st->nb_frames))
+        if (short_of_header && !corrupt && !(st->nb_frames > 0 && all_packets < st->nb_frames))
             snprintf(what, sizeof what, "truncated: the header's duration ends at %.3f s, the packets at %.3f s",
                      header_end, end_all);
         else if (corrupt)
@@ -274,7 +276,7 @@ int g5v_open(const char *path, g5v_video **out, g5v_info *info, char *err, size_
                      (long long)v->nframes);
         else
             snprintf(what, sizeof what, "truncated: the header promises %lld frames, %lld found",
-                     (long long)st->nb_frames, (long long)v->nframes);
+                     (long long)st->nb_frames, (long long)all_packets);
         set_err(err, errlen, what, G5V_E_INTERNAL);
         g5v_close(v);
         return G5V_E_CORRUPT;
