@@ -57,6 +57,13 @@ impl<E: Into<anyhow::Error>> From<E> for Failure {
 pub type CmdResult = Result<(), Failure>;
 
 fn main() -> ExitCode {
+    // A closed pipe ends the process as it ends other Unix tools (`glm5v diff a b | head`):
+    // Rust ignores SIGPIPE, and every `println!` after the reader left would panic.
+    #[cfg(unix)]
+    // SAFETY: sets the default disposition of one signal before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Plan(a) => cmd::plan::run(a),
