@@ -32,7 +32,13 @@ pub fn prep_class(e: &PrepError) -> &'static str {
         | PrepError::ZeroSize { .. }
         | PrepError::DataUri { .. } => "DecodeError",
         PrepError::InvalidOption(_) | PrepError::PreprocessorConfig { .. } => "OptionsError",
-        PrepError::Video(_) => "VideoError",
+        PrepError::Video(_)
+        | PrepError::VideoSupport { .. }
+        | PrepError::NotAVideo { .. }
+        | PrepError::NoVideoStream { .. }
+        | PrepError::VideoCodec { .. }
+        | PrepError::VideoCorrupt { .. } => "VideoError",
+        PrepError::VideoDecodeBudget { .. } => "DecodeBudgetError",
         PrepError::Write { .. } => "ReadError",
     }
 }

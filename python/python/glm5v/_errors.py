@@ -41,7 +41,9 @@ class OptionsError(Glm5vError, ValueError):
 
 
 class VideoError(Glm5vError, ValueError):
-    """An invalid video input (no frames, frames of different sizes, bad fps)."""
+    """An invalid video input: no frames, frames of different sizes, a bad fps, or a video file
+    glm5v cannot read (built without the ``video`` feature, no video stream, an unknown codec, a
+    corrupt or truncated file)."""
 
 
 class InputError(Glm5vError, ValueError):
