@@ -80,3 +80,21 @@ fn video_findings_and_seeds() {
     let n = replay("video", video_case::check);
     assert!(n >= 8, "{n} inputs");
 }
+
+/// Finding F7 (the `video` target): two decodes of the same frames of a damaged MPEG-4 AVI give
+/// other pixels (not on every pass), so `prep_video_file` and `decode_video_frames` disagree on it. Ignored until
+/// the video reader decodes deterministically (reported; the video code is not the fuzz
+/// helper's): `cargo test -p glm5v-prep --release --features video --test fuzz_regressions --
+/// --ignored`.
+#[cfg(feature = "video")]
+#[test]
+#[ignore = "finding F7, pending a deterministic decode in prep/src/video/"]
+fn video_finding_f7_strict() {
+    let f = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fuzz/regressions/pending/video/f7_streamed_differs_from_decoded");
+    // the decode differs in about one pass of six here: 40 passes
+    let data = std::fs::read(f).unwrap();
+    for _ in 0..40 {
+        video_case::check_with(&data, true);
+    }
+}
