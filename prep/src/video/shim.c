@@ -138,7 +138,21 @@ int g5v_open(const char *path, g5v_video **out, g5v_info *info, char *err, size_
     av_log_set_level(AV_LOG_QUIET);
     g5v_video *v = av_mallocz(sizeof *v);
     if (!v) return set_err(err, errlen, "out of memory", G5V_E_INTERNAL), G5V_E_INTERNAL;
-    int rc = avformat_open_input(&v->fmt, path, NULL, NULL);
+    /* a local file only: the `file:` protocol named, and no other protocol allowed (a path such
+     * as "concat:a|b" or a playlist naming a URL is not followed); demuxing is FFmpeg's default */
+    size_t plen = strlen(path);
+    char *url = av_malloc(plen + 6);
+    AVDictionary *opts = NULL;
+    if (!url) {
+        g5v_close(v);
+        return set_err(err, errlen, "out of memory", G5V_E_INTERNAL), G5V_E_INTERNAL;
+    }
+    memcpy(url, "file:", 5);
+    memcpy(url + 5, path, plen + 1);
+    av_dict_set(&opts, "protocol_whitelist", "file", 0);
+    int rc = avformat_open_input(&v->fmt, url, NULL, &opts);
+    av_dict_free(&opts);
+    av_free(url);
     if (rc < 0) {
         set_err(err, errlen, "not a video container FFmpeg can open", rc);
         g5v_close(v);
