@@ -3,8 +3,9 @@
 //! `BcnDecode.c`'s integer formulas (BC5 signed lifts each value by 128 and leaves blue at 128,
 //! unsigned leaves it at 0); uncompressed bitmask layouts are scaled as `DdsRgbDecoder` scales
 //! them (`int(v / max * 255)` in double precision); luminance, luminance + alpha, 8-bit palette
-//! (RGBA, 1024 bytes) and DX10 R8G8B8A8 are raw rows. Only the RGB bands matter downstream
-//! (`convert("RGB")` drops alpha). BC6H and BC7 are refused by name (not reproduced yet).
+//! (RGBA, 1024 bytes) and DX10 R8G8B8A8 are raw rows; BC7 with `decode_bc7_block`'s rules. Only
+//! the RGB bands matter downstream (`convert("RGB")` drops alpha). BC6H is refused by name (not
+//! reproduced yet).
 
 use super::Fail;
 use super::modes::{Pixels, Raster, Transparency, blank_palette};
@@ -113,7 +114,7 @@ fn open(d: &[u8]) -> Result<(u32, u32, Layout, usize), Fail> {
                     84 => bc(5, true),
                     27..=29 => Layout::Rgba,
                     95 | 96 => return unsupported("DDS BC6H (not reproduced yet)".into()),
-                    97..=99 => return unsupported("DDS BC7 (not reproduced yet)".into()),
+                    97..=99 => bc(7, false),
                     _ => {
                         return unsupported(format!(
                             "DXGI format {dxgi} (PIL: unimplemented DXGI format)"
@@ -295,6 +296,7 @@ fn bc3_alpha(src: &[u8], signed: bool) -> [u8; 16] {
 /// BC1-BC5 blocks, left to right, top to bottom (`decode_bcn`, `put_block`), into RGB or L.
 fn bcn(data: &[u8], w: usize, h: usize, kind: u8, signed: bool) -> Result<Pixels, Fail> {
     let block = if matches!(kind, 1 | 4) { 8 } else { 16 };
+    // `get_bits` may look one byte past a block (never for the bits a mode uses).
     let (bw, bh) = (w.div_ceil(4), h.div_ceil(4));
     if data.len() / block < bw * bh {
         return Err(Fail::Corrupt(
@@ -309,6 +311,7 @@ fn bcn(data: &[u8], w: usize, h: usize, kind: u8, signed: bool) -> Result<Pixels
             1 => bc1_color(src, false),
             2 | 3 => bc1_color(&src[8..], true),
             4 => bc3_alpha(src, false).map(|l| [l, 0, 0]),
+            7 => bc7_block(src).map(|p| [p[0], p[1], p[2]]),
             _ => {
                 let (r, g) = (bc3_alpha(src, signed), bc3_alpha(&src[8..], signed));
                 let b = if signed { 128 } else { 0 };
@@ -341,6 +344,203 @@ fn bcn(data: &[u8], w: usize, h: usize, kind: u8, signed: bool) -> Result<Pixels
     })
 }
 
+/// BPTC (BC7) mode table: subsets, partition bits, rotation bits, index-selection bits, colour
+/// bits, alpha bits, per-endpoint and shared p-bits, index bits, secondary index bits.
+const BC7_MODES: [[u8; 10]; 8] = [
+    [3, 4, 0, 0, 4, 0, 1, 0, 3, 0],
+    [2, 6, 0, 0, 6, 0, 0, 1, 3, 0],
+    [3, 6, 0, 0, 5, 0, 0, 0, 2, 0],
+    [2, 6, 0, 0, 7, 0, 1, 0, 2, 0],
+    [1, 0, 2, 1, 5, 6, 0, 0, 2, 3],
+    [1, 0, 2, 0, 7, 8, 0, 0, 2, 2],
+    [1, 0, 0, 0, 7, 7, 1, 0, 4, 0],
+    [2, 6, 0, 0, 5, 5, 1, 0, 2, 0],
+];
+/// The specification's partition tables (two subsets, one bit per pixel; three subsets, two bits)
+/// and anchor indices.
+const BC7_P2: [u16; 64] = [
+    0xcccc, 0x8888, 0xeeee, 0xecc8, 0xc880, 0xfeec, 0xfec8, 0xec80, 0xc800, 0xffec, 0xfe80, 0xe800,
+    0xffe8, 0xff00, 0xfff0, 0xf000, 0xf710, 0x008e, 0x7100, 0x08ce, 0x008c, 0x7310, 0x3100, 0x8cce,
+    0x088c, 0x3110, 0x6666, 0x366c, 0x17e8, 0x0ff0, 0x718e, 0x399c, 0xaaaa, 0xf0f0, 0x5a5a, 0x33cc,
+    0x3c3c, 0x55aa, 0x9696, 0xa55a, 0x73ce, 0x13c8, 0x324c, 0x3bdc, 0x6996, 0xc33c, 0x9966, 0x0660,
+    0x0272, 0x04e4, 0x4e40, 0x2720, 0xc936, 0x936c, 0x39c6, 0x639c, 0x9336, 0x9cc6, 0x817e, 0xe718,
+    0xccf0, 0x0fcc, 0x7744, 0xee22,
+];
+const BC7_P3: [u32; 64] = [
+    0xaa685050, 0x6a5a5040, 0x5a5a4200, 0x5450a0a8, 0xa5a50000, 0xa0a05050, 0x5555a0a0, 0x5a5a5050,
+    0xaa550000, 0xaa555500, 0xaaaa5500, 0x90909090, 0x94949494, 0xa4a4a4a4, 0xa9a59450, 0x2a0a4250,
+    0xa5945040, 0x0a425054, 0xa5a5a500, 0x55a0a0a0, 0xa8a85454, 0x6a6a4040, 0xa4a45000, 0x1a1a0500,
+    0x0050a4a4, 0xaaa59090, 0x14696914, 0x69691400, 0xa08585a0, 0xaa821414, 0x50a4a450, 0x6a5a0200,
+    0xa9a58000, 0x5090a0a8, 0xa8a09050, 0x24242424, 0x00aa5500, 0x24924924, 0x24499224, 0x50a50a50,
+    0x500aa550, 0xaaaa4444, 0x66660000, 0xa5a0a5a0, 0x50a050a0, 0x69286928, 0x44aaaa44, 0x66666600,
+    0xaa444444, 0x54a854a8, 0x95809580, 0x96969600, 0xa85454a8, 0x80959580, 0xaa141414, 0x96960000,
+    0xaaaa1414, 0xa05050a0, 0xa0a5a5a0, 0x96000000, 0x40804080, 0xa9a8a9a8, 0xaaaaaa44, 0x2a4a5254,
+];
+const BC7_A2: [u8; 64] = [
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 2, 8, 2, 2, 8, 8, 15, 2, 8,
+    2, 2, 8, 8, 2, 2, 15, 15, 6, 8, 2, 8, 15, 15, 2, 8, 2, 2, 2, 15, 15, 6, 6, 2, 6, 8, 15, 15, 2,
+    2, 15, 15, 15, 15, 15, 2, 2, 15,
+];
+const BC7_A3A: [u8; 64] = [
+    3, 3, 15, 15, 8, 3, 15, 15, 8, 8, 6, 6, 6, 5, 3, 3, 3, 3, 8, 15, 3, 3, 6, 10, 5, 8, 8, 6, 8, 5,
+    15, 15, 8, 15, 3, 5, 6, 10, 8, 15, 15, 3, 15, 5, 15, 15, 15, 15, 3, 15, 5, 5, 5, 8, 5, 10, 5,
+    10, 8, 13, 15, 12, 3, 3,
+];
+const BC7_A3B: [u8; 64] = [
+    15, 8, 8, 3, 15, 15, 3, 8, 15, 15, 15, 15, 15, 15, 15, 8, 15, 8, 15, 3, 15, 8, 15, 8, 3, 15, 6,
+    10, 15, 15, 10, 8, 15, 3, 15, 10, 10, 8, 9, 10, 6, 15, 8, 15, 3, 6, 6, 8, 15, 3, 15, 15, 15,
+    15, 15, 15, 15, 15, 15, 15, 3, 15, 15, 8,
+];
+const BC7_W2: [u32; 4] = [0, 21, 43, 64];
+const BC7_W3: [u32; 8] = [0, 9, 18, 27, 37, 46, 55, 64];
+const BC7_W4: [u32; 16] = [0, 4, 9, 13, 17, 21, 26, 30, 34, 38, 43, 47, 51, 55, 60, 64];
+
+fn bc7_weights(n: u8) -> &'static [u32] {
+    match n {
+        2 => &BC7_W2,
+        3 => &BC7_W3,
+        _ => &BC7_W4,
+    }
+}
+
+/// `get_bits`: up to 8 bits from bit `bit` of the block (which may reach into the next byte).
+fn bits(src: &[u8], bit: usize, count: u8) -> u8 {
+    if count == 0 {
+        return 0;
+    }
+    let (by, b) = (bit >> 3, bit & 7);
+    let lo = src.get(by).copied().unwrap_or(0) as u32;
+    let x = if b + count as usize <= 8 {
+        lo
+    } else {
+        lo | (src.get(by + 1).copied().unwrap_or(0) as u32) << 8
+    };
+    ((x >> b) & ((1u32 << count) - 1)) as u8
+}
+
+/// `expand_quantized`.
+fn expand(v: u8, bits: u8) -> u8 {
+    let v = ((v as u32) << (8 - bits)) as u8;
+    v | (v >> bits)
+}
+
+/// `decode_bc7_block`: 16 RGBA pixels.
+fn bc7_block(src: &[u8]) -> [[u8; 4]; 16] {
+    if src[0] == 0 {
+        return [[0, 0, 0, 255]; 16];
+    }
+    let mode = src[0].trailing_zeros() as usize;
+    let mut bit = mode + 1;
+    let [ns, pb, rb, isb, cb0, ab0, epb, spb, ib0, ib2_0] = BC7_MODES[mode];
+    let (mut cb, mut ab) = (cb0, ab0);
+    let cw = bc7_weights(ib0);
+    let aw = bc7_weights(if ab != 0 && ib2_0 != 0 { ib2_0 } else { ib0 });
+    let mut load = |n: u8| {
+        let v = bits(src, bit, n);
+        bit += n as usize;
+        v
+    };
+    let partition = load(pb) as usize;
+    let rotation = load(rb);
+    let index_sel = load(isb);
+    let numep = (ns as usize) << 1;
+    let mut ep = [[0u8; 4]; 6];
+    for c in 0..3 {
+        for e in ep.iter_mut().take(numep) {
+            e[c] = load(cb);
+        }
+    }
+    for e in ep.iter_mut().take(numep) {
+        e[3] = if ab != 0 { load(ab) } else { 255 };
+    }
+    let with_p = |e: &mut [u8; 4], val: u8, ab: u8| {
+        for c in e.iter_mut().take(3) {
+            *c = (*c << 1) | val;
+        }
+        if ab != 0 {
+            e[3] = (e[3] << 1) | val;
+        }
+    };
+    if epb != 0 {
+        cb += 1;
+        if ab != 0 {
+            ab += 1;
+        }
+        for e in ep.iter_mut().take(numep) {
+            let val = load(1);
+            with_p(e, val, ab);
+        }
+    }
+    if spb != 0 {
+        cb += 1;
+        if ab != 0 {
+            ab += 1;
+        }
+        for i in (0..numep).step_by(2) {
+            let val = load(1);
+            for e in &mut ep[i..i + 2] {
+                with_p(e, val, ab);
+            }
+        }
+    }
+    for e in ep.iter_mut().take(numep) {
+        for c in e.iter_mut().take(3) {
+            *c = expand(*c, cb);
+        }
+        if ab != 0 {
+            e[3] = expand(e[3], ab);
+        }
+    }
+    let mut cibit = bit;
+    let mut aibit = cibit + 16 * ib0 as usize - ns as usize;
+    let mut out = [[0u8; 4]; 16];
+    let lerp = |e0: [u8; 4], e1: [u8; 4], s0: u32, s1: u32| -> [u8; 4] {
+        let m = |a: u8, b: u8, s: u32| (((64 - s) * a as u32 + s * b as u32 + 32) >> 6) as u8;
+        [
+            m(e0[0], e1[0], s0),
+            m(e0[1], e1[1], s0),
+            m(e0[2], e1[2], s0),
+            m(e0[3], e1[3], s1),
+        ]
+    };
+    for (i, px) in out.iter_mut().enumerate() {
+        let s = match ns {
+            2 => (1 & (BC7_P2[partition] >> i)) as usize,
+            3 => (3 & (BC7_P3[partition] >> (2 * i))) as usize,
+            _ => 0,
+        } << 1;
+        let mut ib = ib0;
+        if i == 0
+            || (ns == 2 && i == BC7_A2[partition] as usize)
+            || (ns == 3 && (i == BC7_A3A[partition] as usize || i == BC7_A3B[partition] as usize))
+        {
+            ib -= 1;
+        }
+        let i0 = bits(src, cibit, ib) as usize;
+        cibit += ib as usize;
+        let mut c = if ab != 0 && ib2_0 != 0 {
+            let ib2 = if i == 0 { ib2_0 - 1 } else { ib2_0 };
+            let i1 = bits(src, aibit, ib2) as usize;
+            aibit += ib2 as usize;
+            if index_sel != 0 {
+                lerp(ep[s], ep[s + 1], aw[i1], cw[i0])
+            } else {
+                lerp(ep[s], ep[s + 1], cw[i0], aw[i1])
+            }
+        } else {
+            lerp(ep[s], ep[s + 1], cw[i0], cw[i0])
+        };
+        match rotation {
+            1 => c.swap(0, 3),
+            2 => c.swap(1, 3),
+            3 => c.swap(2, 3),
+            _ => {}
+        }
+        *px = c;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,6 +556,31 @@ mod tests {
         assert_eq!(px[2], [170, 0, 85]);
         assert_eq!(px[3], [85, 0, 170]);
         assert_eq!(px[4], [255, 0, 0]);
+    }
+
+    #[test]
+    fn bc7_mode_6_and_the_empty_mode() {
+        // Mode 6 (bit 6 first): every other bit set gives endpoints 0x7f with p-bit 1 -> 255.
+        let mut b = [0xffu8; 16];
+        b[0] = 0xc0;
+        assert_eq!(bc7_block(&b), [[255; 4]; 16]);
+        // Mode 6, endpoint 0 all zero bits, endpoint 1 all ones: index 15 on every pixel but the
+        // anchor (3 bits: index 7 -> weight 30 of 64) blends: ((64 - w) * 0 + w * 255 + 32) >> 6.
+        let mut b = [0u8; 16];
+        b[0] = 0x40;
+        // Bits 7.. : R0 R1 G0 G1 B0 B1 A0 A1 (7 bits each), then p0 p1, then the indices.
+        let mut set = |bit: usize| b[bit / 8] |= 1 << (bit % 8);
+        for e in 0..8 {
+            if e % 2 == 1 {
+                (0..7).for_each(|k| set(7 + e * 7 + k));
+            }
+        }
+        set(7 + 56 + 1);
+        (65..128).for_each(set);
+        let px = bc7_block(&b);
+        assert_eq!(px[0], [120; 4]); // (30 * 255 + 32) >> 6
+        assert_eq!(px[1], [255; 4]);
+        assert_eq!(bc7_block(&[0u8; 16]), [[0, 0, 0, 255]; 16]);
     }
 
     #[test]
