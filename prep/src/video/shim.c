@@ -9,7 +9,8 @@
  *     default decoder (av_find_best_stream); an "exact" scan of every packet (pts, else dts;
  *     AV_PKT_FLAG_DISCARD skipped) giving the frame count, begin/end seconds and the key frames;
  *     the rotation of the stream's display matrix, rounded to a multiple of 90 degrees;
- *   - decode: a codec context from the stream's parameters, thread_count 0, pkt_timebase; frames
+ *   - decode: a codec context from the stream's parameters (thread_count 1, not 0: see
+ *     open_decoder), pkt_timebase; frames
  *     fetched by index in pts order (the first decoded frame whose pts is at or after the
  *     target's, seeking to the target's key frame as torchcodec does);
  *   - colour: without rotation, swscale when the frame width is a multiple of 32 (flags 0, the
@@ -322,7 +323,11 @@ static int open_decoder(g5v_video *v, char *err, size_t errlen) {
     if (!v->dec) return set_err(err, errlen, "out of memory", G5V_E_INTERNAL), G5V_E_INTERNAL;
     int rc = avcodec_parameters_to_context(v->dec, st->codecpar);
     if (rc < 0) return set_err(err, errlen, "bad codec parameters", rc), G5V_E_CORRUPT;
-    v->dec->thread_count = 0;
+    /* One thread, where torchcodec (num_ffmpeg_threads=0) lets FFmpeg pick: the same pixels on
+     * every valid stream (FFmpeg's decoders are bit-exact across thread counts), and on a damaged
+     * one frame threading's error concealment differs from run to run (fuzz finding F7, 120
+     * passes stable with one thread); the price is a single-core decode. */
+    v->dec->thread_count = 1;
     v->dec->pkt_timebase = st->time_base;
     rc = avcodec_open2(v->dec, v->codec, NULL);
     if (rc < 0) return set_err(err, errlen, "cannot open the decoder", rc), G5V_E_NO_DECODER;
