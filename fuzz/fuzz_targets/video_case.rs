@@ -67,9 +67,9 @@ pub fn check(data: &[u8]) {
     )
 }
 
-/// [`check`]; with `strict`, known finding F7 fails it too: two decodes of the same frames of
-/// a damaged file that differ (FFmpeg's output depends on more than the file; reported), which
-/// otherwise ends the check before the streamed path is compared with the decoded frames.
+/// [`check`]; with `strict`, two decodes of the same frames that differ fail it too (finding F7,
+/// FFmpeg's frame threading on damaged files, fixed in 0f477bf); otherwise they end the check
+/// before the streamed path is compared with the decoded frames.
 pub fn check_with(data: &[u8], strict: bool) {
     let Some((&mode, bytes)) = data.split_first() else {
         return;

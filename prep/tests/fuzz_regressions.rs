@@ -81,20 +81,23 @@ fn video_findings_and_seeds() {
     assert!(n >= 8, "{n} inputs");
 }
 
-/// Finding F7 (the `video` target): two decodes of the same frames of a damaged MPEG-4 AVI give
-/// other pixels (not on every pass), so `prep_video_file` and `decode_video_frames` disagree on it. Ignored until
-/// the video reader decodes deterministically (reported; the video code is not the fuzz
-/// helper's): `cargo test -p glm5v-prep --release --features video --test fuzz_regressions --
-/// --ignored`.
+/// Finding F7 (the `video` target): damaged clips (an MPEG-4 AVI, an H.264 one) decoded to other
+/// pixels from pass to pass (FFmpeg's frame threading), so `prep_video_file` and
+/// `decode_video_frames` disagreed; fixed in 0f477bf (one decoding thread). The decode differed
+/// in about one pass of six: 40 strict passes of each reproducer.
 #[cfg(feature = "video")]
 #[test]
-#[ignore = "finding F7, pending a deterministic decode in prep/src/video/"]
 fn video_finding_f7_strict() {
-    let f = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../fuzz/regressions/pending/video/f7_streamed_differs_from_decoded");
-    // the decode differs in about one pass of six here: 40 passes
-    let data = std::fs::read(f).unwrap();
-    for _ in 0..40 {
-        video_case::check_with(&data, true);
+    for name in [
+        "f7_streamed_differs_from_decoded",
+        "f7b_streamed_differs_from_decoded",
+    ] {
+        let f = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fuzz/regressions/video")
+            .join(name);
+        let data = std::fs::read(f).unwrap();
+        for _ in 0..40 {
+            video_case::check_with(&data, true);
+        }
     }
 }
