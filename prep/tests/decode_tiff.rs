@@ -1,5 +1,5 @@
 //! TIFF through libtiff (`prep/src/decode/tiff.rs`): files Pillow 13.0.0's libtiff wrote
-//! (`fixtures/corpus/tiff/`, `fixtures/scripts/gen_tiff_regress.py`) decode to upstream's
+//! (`fixtures/tiff/`, `fixtures/scripts/gen_tiff_regress.py`) decode to upstream's
 //! `load_image` RGB; TIFFs built here (tiled separate planes, BigTIFF, 12-bit gray, big-endian
 //! 16-bit, CIELab) decode to their known pixels; layouts PIL refuses are refused by name; and a header
 //! that promises more pixels than the decode budget is refused before decoding.
@@ -21,7 +21,7 @@ fn decode(name: &str, bytes: Vec<u8>) -> Result<image::RgbImage, PrepError> {
 
 #[test]
 fn pillow_written_tiffs_decode_to_upstreams_rgb() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/corpus/tiff");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/tiff");
     let text = std::fs::read_to_string(dir.join("expected.json")).unwrap();
     let expected: serde_json::Value = serde_json::from_str(&text).unwrap();
     let cases = expected.as_object().unwrap();
