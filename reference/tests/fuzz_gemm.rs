@@ -29,12 +29,10 @@ fn gemm_findings_and_seeds() {
     assert!(n >= 40, "{n} inputs");
 }
 
-/// Finding G1: `amx::split3` of a finite f32 above bf16's largest finite value (3.3895e38) gives
-/// `hi` = infinity and NaN for the other parts, so AMX's split-f32 product of such an input is
-/// NaN. Ignored until `split3` truncates `hi` there (reported; `amx.rs` is not the fuzz
-/// helper's file): `cargo test -p glm5v-reference --release --test fuzz_gemm -- --ignored`.
+/// Finding G1: `amx::split3` of a finite f32 above bf16's largest finite value (3.3895e38) gave
+/// `hi` = infinity and NaN for the other parts, so AMX's split-f32 product of such an input was
+/// NaN; `split3` now truncates `hi` there. The reproducer, checked strictly.
 #[test]
-#[ignore = "finding G1, pending the fix in reference/src/kernels/amx.rs"]
 fn gemm_finding_g1_strict() {
     let f = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../fuzz/regressions/gemm/g1_split3_above_bf16_max");

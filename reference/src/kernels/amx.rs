@@ -112,7 +112,12 @@ pub fn round_bf16(x: f32) -> f32 {
 /// infinite or NaN `x` is all in `hi`.
 #[inline(always)]
 pub fn split3(x: f32) -> [u16; 3] {
-    let hi = bf16_bits(x);
+    let mut hi = bf16_bits(x);
+    if x.is_finite() && bf16_value(hi).is_infinite() {
+        // above bf16's largest finite value (3.3895e38) rounding gives an infinity (finding G1:
+        // the other parts were then NaN); truncated, hi stays finite and the rest exact
+        hi = (x.to_bits() >> 16) as u16;
+    }
     let r1 = if x.is_finite() {
         x - bf16_value(hi)
     } else {
@@ -689,6 +694,12 @@ mod tests {
         }
         for x in [f32::INFINITY, f32::NEG_INFINITY] {
             assert_eq!(split3(x), [bf16_bits(x), 0, 0]);
+        }
+        // finding G1: finite values above bf16's largest finite one split exactly too
+        for x in [f32::MAX, -f32::MAX, 3.3896e38f32, 3.39e38] {
+            let [h, m, l] = split3(x);
+            let sum = bf16_value(h) as f64 + bf16_value(m) as f64 + bf16_value(l) as f64;
+            assert_eq!(sum, x as f64, "{x:e}");
         }
         assert!(bf16_value(split3(f32::NAN)[0]).is_nan());
         assert_eq!(bf16_bits(1.0 + 1.0 / 256.0), bf16_bits(1.0)); // a tie: to even
