@@ -96,3 +96,64 @@ fn formats_pil_opens_but_prep_does_not_are_named() {
     );
     assert!(e.to_string().contains("unsupported format: SGI"), "{e}");
 }
+
+/// An RGB (not RGBA) PNG, 2x1, PIXELS.
+fn rgb_png() -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut enc = png::Encoder::new(&mut out, 2, 1);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    let mut w = enc.write_header().unwrap();
+    w.write_image_data(&PIXELS).unwrap();
+    w.finish().unwrap();
+    out
+}
+
+/// An ICO whose largest entry is an RGB PNG (fuzz finding F6: the `image` crate's ICO decoder
+/// refuses a PNG entry that is not RGBA, PIL reads it through its PNG reader): PIL's entry
+/// choice (largest width x height first) picks the 2x1 PNG over a 1x1 entry listed before it,
+/// whose data is not an image at all.
+#[test]
+fn an_ico_png_entry_in_rgb_is_read_as_pil_reads_it() {
+    let png = rgb_png();
+    let mut ico = vec![0, 0, 1, 0, 2, 0];
+    let data_at = 6 + 2 * 16;
+    // entry 0: 1x1, 32 bpp, 4 junk bytes after the PNG
+    ico.extend_from_slice(&[1, 1, 0, 0, 1, 0, 32, 0]);
+    ico.extend_from_slice(&4u32.to_le_bytes());
+    ico.extend_from_slice(&((data_at + png.len()) as u32).to_le_bytes());
+    // entry 1: 2x1, 24 bpp, the PNG
+    ico.extend_from_slice(&[2, 1, 0, 0, 1, 0, 24, 0]);
+    ico.extend_from_slice(&(png.len() as u32).to_le_bytes());
+    ico.extend_from_slice(&(data_at as u32).to_le_bytes());
+    ico.extend_from_slice(&png);
+    ico.extend_from_slice(b"junk");
+    let s = src("a.ico", ico);
+    let h = probe(&s, &DecodeOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((h.width, h.height), (2, 1));
+    let img = load_image(&s, &DecodeOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(img.as_raw(), &PIXELS.to_vec());
+}
+
+/// The F6 reproducer itself (its first byte is the fuzz target's format selector): upstream's
+/// `load_image` gives a 7x5 RGB image whose bytes hash as below (Pillow 13.0.0).
+#[test]
+fn fuzz_finding_f6_decodes_to_upstreams_pixels() {
+    use sha2::{Digest, Sha256};
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fuzz/regressions/formats/f6_ico_with_an_rgb_png_entry"
+    );
+    let bytes = std::fs::read(path).unwrap()[1..].to_vec();
+    let img = load_image(&src("f6.ico", bytes), &DecodeOptions::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((img.width(), img.height()), (7, 5));
+    let digest: String = Sha256::digest(img.as_raw())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(
+        digest,
+        "eacfd1b0bd334ac1e1ba62be95ac5c0023a41373b4227a9b428dfbb57767e358"
+    );
+}

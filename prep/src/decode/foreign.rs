@@ -38,6 +38,38 @@ fn decoder(d: &[u8], f: Format) -> Result<Box<dyn ImageDecoder + '_>, Fail> {
     })
 }
 
+/// The PNG data of the entry PIL's `IcoFile` shows, when that entry is a PNG: PIL sorts the
+/// directory by colour depth, then (stably) by width x height descending, and opens the first
+/// entry, a PNG one through its PNG reader whatever the PNG's mode (the `image` crate's ICO
+/// decoder refuses a PNG entry that is not RGBA: fuzz finding F6, an RGB entry upstream reads).
+fn ico_png_entry(d: &[u8]) -> Option<&[u8]> {
+    let u16le = |at: usize| d.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u32le = |at: usize| {
+        d.get(at..at + 4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+    };
+    let count = u16le(4)? as usize;
+    let mut entries = Vec::with_capacity(count);
+    for i in 0..count {
+        let e = 6 + 16 * i;
+        let (w, h, colors) = (*d.get(e)?, *d.get(e + 1)?, *d.get(e + 2)?);
+        let side = |v: u8| if v == 0 { 256u32 } else { v as u32 };
+        let bpp = u16le(e + 6)? as u32;
+        let depth = if bpp != 0 {
+            bpp
+        } else if colors != 0 {
+            (colors as f64).log2().ceil() as u32
+        } else {
+            256
+        };
+        entries.push((side(w) * side(h), depth, u32le(e + 12)? as usize));
+    }
+    entries.sort_by_key(|&(_, depth, _)| depth);
+    entries.sort_by_key(|&(square, _, _)| std::cmp::Reverse(square));
+    let data = d.get(entries.first()?.2..)?;
+    data.starts_with(b"\x89PNG\r\n\x1a\n").then_some(data)
+}
+
 /// Width and height from the header.
 /// QOI's from its 14-byte header directly, so that the decode budget is checked first (the
 /// `qoi` crate refuses sizes over its own limit with another error).
@@ -51,6 +83,21 @@ pub(crate) fn dims(d: &[u8], f: Format) -> Result<(u32, u32), Fail> {
             (Some(w), Some(h)) => Ok((w, h)),
             _ => Err(Fail::Corrupt(
                 "the file ends inside the QOI header (truncated)".into(),
+            )),
+        };
+    }
+    if f == Format::Ico
+        && let Some(png) = ico_png_entry(d)
+    {
+        // the PNG's IHDR
+        let be = |at: usize| {
+            png.get(at..at + 4)
+                .map(|b| u32::from_be_bytes(b.try_into().unwrap()))
+        };
+        return match (be(16), be(20)) {
+            (Some(w), Some(h)) => Ok((w, h)),
+            _ => Err(Fail::Corrupt(
+                "the ICO's PNG entry ends inside its header (truncated)".into(),
             )),
         };
     }
@@ -71,6 +118,11 @@ pub(crate) fn decode(d: &[u8], f: Format, max_bytes: usize) -> Result<Raster, Fa
     } else {
         d
     };
+    if f == Format::Ico
+        && let Some(png) = ico_png_entry(d)
+    {
+        return super::png::decode(png, max_bytes);
+    }
     let mut dec = decoder(d, f)?;
     let mut limits = image::Limits::default();
     limits.max_alloc = Some(max_bytes as u64);
