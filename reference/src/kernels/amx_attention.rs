@@ -3,13 +3,13 @@
 //! bf16 attention inputs), every product accumulated in f32, the scores, the softmax and the
 //! output in f32.
 //!
-//! Blocked as [`super::attention`]'s general path is (queries in blocks of [`QB`], keys in steps
-//! of [`KBLK`] with an online softmax, no `[n, n]` matrix), with the unit's layouts: per head
-//! and segment, K is packed once as the "weight" of `q kᵀ` (key j is output column j) and V
+//! Blocked as [`super::attention`]'s general path is (queries in blocks of `QB` = 128, keys in
+//! steps of `KBLK` = 256 with an online softmax, no `[n, n]` matrix), with the unit's
+//! layouts: per head and segment, K is packed once as the "weight" of `q kᵀ` (key j is output column j) and V
 //! once as the weight of `p v` (head dim c is output column c), both in `kernels::amx`'s pair
 //! layout; a task packs its queries and, per key step, its probabilities as bf16 rows.
 //!
-//! Segments of up to [`super::attention::SHORT`] tokens keep the f32 short path: it is cheap
+//! Segments of up to 128 tokens (`attention::SHORT`) keep the f32 short path: it is cheap
 //! there (an 8x8 image's attention is ~0.15 ms a block) and the committed tower fixtures, all
 //! short, keep its accuracy (rounding q, k and v at full depth took the full-geometry fixture
 //! from 0.95 to 1.01 of the bf16 tolerance).
@@ -37,7 +37,7 @@ pub fn enabled() -> bool {
 }
 
 /// `softmax(scale · q kᵀ) v` per head on the unit (bf16 inputs, f32 sums), segments of up to
-/// [`SHORT`] tokens in f32; the shapes of [`super::attention::attention`].
+/// 128 tokens in f32; the shapes of [`super::attention::attention`].
 ///
 /// # Panics
 /// If the shapes disagree or AMX is not [`enabled`] (the caller checks).
