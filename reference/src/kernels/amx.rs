@@ -128,6 +128,16 @@ pub fn split3(x: f32) -> [u16; 3] {
     [hi, mid, bf16_bits(r2)]
 }
 
+/// Where value `(c, kk)` (output column, input) of a weight of `ksteps` input steps lies in the
+/// pair layout of the module docs, in u16 values.
+#[inline(always)]
+fn weight_at(c: usize, kk: usize, ksteps: usize) -> usize {
+    let (cb, c) = (c / NB, c % NB);
+    let (tile, j) = (c / 16, c % 16);
+    let (step, r, e) = (kk / KB, kk % KB / 2, kk % 2);
+    (cb * ksteps + step) * 1024 + tile * 512 + r * 32 + j * 2 + e
+}
+
 /// A `Linear` weight `[n, k]` in the AMX tile layout (bf16).
 #[derive(Debug, Clone)]
 pub struct AmxWeight {
@@ -153,15 +163,19 @@ impl AmxWeight {
             .enumerate()
             .for_each(|(cb, out)| {
                 for c in 0..NB.min(n - cb * NB) {
-                    let row = w.row(cb * NB + c);
-                    let (tile, j) = (c / 16, c % 16);
-                    for (kk, &v) in row.iter().enumerate() {
-                        let (step, r, e) = (kk / KB, kk % KB / 2, kk % 2);
-                        out[step * 1024 + tile * 512 + r * 32 + j * 2 + e] = bf16_bits(v);
+                    for (kk, &v) in w.row(cb * NB + c).iter().enumerate() {
+                        // the block's own slice: column c of block 0
+                        out[weight_at(c, kk, ksteps)] = bf16_bits(v);
                     }
                 }
             });
         Some(Self { data, n, k })
+    }
+
+    /// The packed bf16 values (`kernels::amx_attention` reads packed K and V through its own
+    /// tile blocks).
+    pub(super) fn packed(&self) -> &[u16] {
+        self.data.as_slice()
     }
 
     /// Output features.
@@ -179,10 +193,7 @@ impl AmxWeight {
         let d = self.data.as_slice();
         let ksteps = self.k.div_ceil(KB);
         ndarray::Array2::from_shape_fn((self.n, self.k), |(c, kk)| {
-            let (cb, c) = (c / NB, c % NB);
-            let (tile, j) = (c / 16, c % 16);
-            let (step, r, e) = (kk / KB, kk % KB / 2, kk % 2);
-            bf16_value(d[cb * ksteps * 1024 + step * 1024 + tile * 512 + r * 32 + j * 2 + e])
+            bf16_value(d[weight_at(c, kk, ksteps)])
         })
     }
 

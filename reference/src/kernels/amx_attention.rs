@@ -14,7 +14,7 @@
 //! short, keep its accuracy (rounding q, k and v at full depth took the full-geometry fixture
 //! from 0.95 to 1.01 of the bf16 tolerance).
 
-use super::amx::{Line, bf16_bits};
+use super::amx::{AmxWeight, Line, bf16_bits};
 use super::attention::{SHORT, attend_short};
 use super::team;
 use ndarray::{Array2, ArrayView2, s};
@@ -82,18 +82,17 @@ fn run<const EMUL: bool>(
         .flat_map(|h| (0..segs.len()).map(move |g| (h, g)))
         .filter(|&(_, g)| segs[g].1 - segs[g].0 > SHORT)
         .collect();
-    let packs: Vec<(Vec<u16>, Vec<u16>)> = {
+    let packs: Vec<(AmxWeight, AmxWeight)> = {
         use rayon::prelude::*;
         long.par_iter()
             .map(|&(h, g)| {
                 let (s0, s1) = segs[g];
                 let cols = s![s0..s1, h * hd..(h + 1) * hd];
                 let (ks, vs) = (k.slice(cols), v.slice(cols));
-                let len = s1 - s0;
-                (
-                    pack_weight(len, hd, |j, c| ks[[j, c]]),
-                    pack_weight(hd, len, |c, j| vs[[j, c]]),
-                )
+                // K as the weight of q kᵀ (key j is column j), V as that of p v (Vᵀ: head dim
+                // c is column c), rounded to bf16
+                let pack = |w| AmxWeight::pack(w, true).expect("rounding always packs");
+                (pack(ks), pack(vs.t()))
             })
             .collect()
     };
@@ -131,28 +130,12 @@ fn run<const EMUL: bool>(
         let p = long
             .binary_search(&(h, g))
             .expect("every long (head, segment) was packed");
-        let (kp, vp) = &packs[p];
+        let (kp, vp) = (packs[p].0.packed(), packs[p].1.packed());
         unsafe { attend_task::<EMUL>(qs, kp, vp, s1 - s0, hd, scale, at, d) };
     });
     // SAFETY: every value of y was written above (the tasks cover all n rows of every head).
     unsafe { y.set_len(n * d) };
     Array2::from_shape_vec((n, d), y).expect("n x d values")
-}
-
-/// `W` `[rows, inputs]` (value `w(r, i)`) as bf16 in `kernels::amx`'s weight layout: blocks of
-/// 32 output columns, per block and per 32 inputs two 16-column tiles, tile row `t` holding for
-/// each column `W[c][2t]` then `W[c][2t + 1]`; zero past the edges.
-fn pack_weight(rows: usize, inputs: usize, w: impl Fn(usize, usize) -> f32) -> Vec<u16> {
-    let steps = inputs.div_ceil(T);
-    let mut out = vec![0u16; rows.div_ceil(T) * steps * STEP];
-    for r in 0..rows {
-        let (cb, tile, j) = (r / T, r % T / 16, r % 16);
-        for i in 0..inputs {
-            let (step, t, e) = (i / T, i % T / 2, i % 2);
-            out[(cb * steps + step) * STEP + tile * 512 + t * 32 + j * 2 + e] = bf16_bits(w(r, i));
-        }
-    }
-    out
 }
 
 /// One task: the queries `q` `[qb, hd]` of one head against its segment's packed keys `kp` and
