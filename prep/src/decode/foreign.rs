@@ -89,17 +89,7 @@ pub(crate) fn dims(d: &[u8], f: Format) -> Result<(u32, u32), Fail> {
     if f == Format::Ico
         && let Some(png) = ico_png_entry(d)
     {
-        // the PNG's IHDR
-        let be = |at: usize| {
-            png.get(at..at + 4)
-                .map(|b| u32::from_be_bytes(b.try_into().unwrap()))
-        };
-        return match (be(16), be(20)) {
-            (Some(w), Some(h)) => Ok((w, h)),
-            _ => Err(Fail::Corrupt(
-                "the ICO's PNG entry ends inside its header (truncated)".into(),
-            )),
-        };
+        return super::header::png(png).map(|h| (h.width, h.height));
     }
     Ok(decoder(d, f)?.dimensions())
 }

@@ -218,7 +218,7 @@ fn jpeg(d: &[u8]) -> Result<Header, Fail> {
 }
 
 /// IHDR, then every chunk's metadata up to IEND (eXIf, text "Raw profile type exif", XMP).
-fn png(d: &[u8]) -> Result<Header, Fail> {
+pub(super) fn png(d: &[u8]) -> Result<Header, Fail> {
     if d.len() < 33 || &d[12..16] != b"IHDR" {
         return Err(if d.len() < 33 {
             truncated("PNG header")
