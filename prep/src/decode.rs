@@ -193,8 +193,9 @@ fn checked_header(
             input: input.clone(),
             format: name.into(),
             detail: format!(
-                "unsupported format: {name} (glm5v decodes PNG, JPEG, WebP, GIF, BMP, TIFF, \
-                 QOI, PNM, TGA, ICO, CUR, DDS and PSD; PIL opens {name}: convert the image to PNG)"
+                "unsupported format: {name} (glm5v decodes {}; PIL opens {name}: convert the \
+                 image to PNG)",
+                Format::all_names()
             ),
         },
         None => PrepError::UnknownFormat {

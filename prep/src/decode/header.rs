@@ -23,6 +23,40 @@ pub(crate) enum Format {
 }
 
 impl Format {
+    /// Every format prep decodes, in the order messages list them.
+    pub const ALL: &'static [Format] = &[
+        Format::Png,
+        Format::Jpeg,
+        Format::WebP,
+        Format::Gif,
+        Format::Bmp,
+        Format::Tiff,
+        Format::Qoi,
+        Format::Pnm,
+        Format::Tga,
+        Format::Ico,
+        Format::Cur,
+        Format::Dds,
+        Format::Psd,
+    ];
+
+    /// The names of [`Format::ALL`] as a sentence: "PNG, JPEG, ... and PSD" (PNM for PIL's PPM
+    /// plugin, which reads the whole family).
+    pub fn all_names() -> String {
+        let names: Vec<&str> = Format::ALL
+            .iter()
+            .map(|f| match f {
+                Format::Pnm => "PNM",
+                Format::WebP => "WebP",
+                f => f.name(),
+            })
+            .collect();
+        match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+            _ => names.join(""),
+        }
+    }
+
     /// PIL's `Image.format` names.
     pub fn name(self) -> &'static str {
         match self {
