@@ -13,6 +13,7 @@
 //! thread, outside the pool) instead of a pool of `threads`. `GLM5V_CPU_BF16=1` times the bf16
 //! mode's tower instead of the f32 one.
 
+use glm5v_reference::kernels::amx_attention;
 use glm5v_reference::kernels::attention::attention;
 use glm5v_reference::kernels::gemm::{LinearWeight, Par, SKINNY_MAX_ROWS, matmul_into};
 use glm5v_reference::kernels::team;
@@ -92,8 +93,9 @@ fn main() {
         "built synthetic weights in {:.1} s",
         t0.elapsed().as_secs_f64()
     );
-    // GLM5V_CPU_BF16=1: the bf16 mode's tower
-    let tower = if std::env::var("GLM5V_CPU_BF16").as_deref() == Ok("1") {
+    // GLM5V_CPU_BF16=1: the bf16 mode's tower (and its Linear weights in the GEMM lines)
+    let bf16 = std::env::var("GLM5V_CPU_BF16").as_deref() == Ok("1");
+    let tower = if bf16 {
         CpuTower::new_bf16(weights)
     } else {
         CpuTower::new(weights)
@@ -107,11 +109,25 @@ fn main() {
 
     // GEMM throughput on the tower's shapes (GLM5V_FORWARD_ONLY=1 skips it, e.g. under perf).
     let micro = std::env::var_os("GLM5V_FORWARD_ONLY").is_none();
+    let amx_peak = glm5v_reference::kernels::amx::amx_peak_gflops(threads, 2_000_000);
+    if let Some(p) = amx_peak {
+        println!("AMX ceiling on {threads} threads: {p:.0} GFLOP/s");
+    }
     emb.install(|| {
         if !micro {
             return;
         }
-        for (m, k, n, what) in [
+        let big = std::env::var("GLM5V_GEMM_72").as_deref() == Ok("1");
+        let shapes72: &[(usize, usize, usize, &str)] = if big {
+            &[
+                (5184, 1024, 3072, "qkv, 72x72"),
+                (5184, 4096, 1024, "down, 72x72"),
+                (1296, 4096, 20480, "merger gate+up, 72x72"),
+            ]
+        } else {
+            &[]
+        };
+        for &(m, k, n, what) in [
             (64, 1024, 3072, "qkv, 8x8"),
             (64, 1024, 8192, "gate+up, 8x8"),
             (64, 4096, 1024, "down, 8x8"),
@@ -120,11 +136,19 @@ fn main() {
             (1024, 4096, 1024, "down, 32x32"),
             (16, 4096, 20480, "merger gate+up, 8x8"),
             (256, 4096, 20480, "merger gate+up, 32x32"),
-        ] {
+            (256, 10240, 4096, "merger down, 32x32"),
+        ]
+        .iter()
+        .chain(shapes72)
+        {
             let x = Array2::from_shape_fn((m, k), |(i, j)| hash01(1, i * k + j));
             let w = Array2::from_shape_fn((n, k), |(i, j)| weight(hash01(2, i * k + j)));
             // as the forward holds it: packed once (panels where the CPU has them)
-            let lw = LinearWeight::new(w.clone());
+            let lw = if bf16 {
+                LinearWeight::new_bf16(w.clone())
+            } else {
+                LinearWeight::new(w.clone())
+            };
             let mut y = vec![0.0f32; m * n];
             lw.apply_into(x.view(), None, Par::Pool, &mut y);
             let reps = ((2e10 / (2.0 * (m * k * n) as f64)) as usize).clamp(2, 50);
@@ -134,10 +158,13 @@ fn main() {
                 std::hint::black_box(&y);
             }
             let s = t.elapsed().as_secs_f64() / reps as f64;
-            let mut line = format!(
-                "gemm {m:5} x {k:5} x {n:5} ({what:22}): {:7.1} GFLOP/s",
-                2.0 * (m * k * n) as f64 / s / 1e9
-            );
+            let gflops = 2.0 * (m * k * n) as f64 / s / 1e9;
+            let mut line = format!("gemm {m:5} x {k:5} x {n:5} ({what:22}): {gflops:7.1} GFLOP/s");
+            if let Some(p) = amx_peak {
+                // the unit's work: three products a product in the f32 mode
+                let work = if bf16 { 1.0 } else { 3.0 };
+                line += &format!(" ({:.0}% of the AMX ceiling)", 100.0 * work * gflops / p);
+            }
             if m <= SKINNY_MAX_ROWS {
                 // the same product through the gemm crate, for comparison
                 let mut y = Array2::<f32>::zeros((m, n));
@@ -180,9 +207,39 @@ fn main() {
             s * 1e3,
             4.0 * (n * n * d) as f64 / s / 1e9
         );
+        // the bf16 mode's attention on the unit, where it runs
+        if bf16 && amx_attention::enabled() {
+            for n in [1024, 5184] {
+                let q = Array2::from_shape_fn((n, d), |(i, j)| hash01(4, i * d + j));
+                let k = Array2::from_shape_fn((n, d), |(i, j)| hash01(5, i * d + j));
+                let v = Array2::from_shape_fn((n, d), |(i, j)| hash01(6, i * d + j));
+                let run =
+                    || amx_attention::attention(q.view(), k.view(), v.view(), &[0, n], 16, 0.125);
+                let _ = run();
+                let reps = if n > 2048 { 2 } else { 5 };
+                let t = Instant::now();
+                for _ in 0..reps {
+                    std::hint::black_box(run());
+                }
+                let s = t.elapsed().as_secs_f64() / reps as f64;
+                println!(
+                    "amx attention {n} tokens x 16 heads: {:.1} ms, {:.1} GFLOP/s",
+                    s * 1e3,
+                    4.0 * (n * n * d) as f64 / s / 1e9
+                );
+            }
+        }
     });
 
     let ab_team = std::env::var("GLM5V_AB_TEAM").as_deref() == Ok("1");
+    // GLM5V_AB_KC=512,1024: forwards alternating between the bf16 mode's AMX summation chunks
+    let ab_kc: Vec<usize> = std::env::var("GLM5V_AB_KC")
+        .map(|v| {
+            v.split(',')
+                .map(|x| x.parse().expect("GLM5V_AB_KC: numbers"))
+                .collect()
+        })
+        .unwrap_or_default();
     for g in grids {
         let n = g * g;
         let px =
@@ -191,6 +248,28 @@ fn main() {
         let mut best = f64::INFINITY;
         let mut best_cpu = f64::INFINITY;
         let runs = if g <= 16 { 5 } else { 3 };
+        if !ab_kc.is_empty() {
+            let rounds = if g <= 16 { 12 } else { 4 };
+            let mut alt: Vec<Vec<f64>> = vec![vec![]; ab_kc.len()];
+            for r in 0..rounds * ab_kc.len() {
+                let i = r % ab_kc.len();
+                glm5v_reference::kernels::amx::set_bf16_chunk_for_measuring(ab_kc[i]);
+                let t = Instant::now();
+                emb.embed_pixels(px.view(), &grid).unwrap();
+                alt[i].push(t.elapsed().as_secs_f64());
+            }
+            for (kc, mut v) in ab_kc.iter().zip(alt) {
+                v.sort_by(f64::total_cmp);
+                println!(
+                    "grid {g}x{g} kc {kc:5}: {} forwards, best {:.3} s, median {:.3}, worst {:.3}",
+                    v.len(),
+                    v[0],
+                    v[v.len() / 2],
+                    v[v.len() - 1]
+                );
+            }
+            continue;
+        }
         if ab_team {
             // forwards alternating with and without the spinning team (kernels::team), so
             // that both see the same minutes of this machine

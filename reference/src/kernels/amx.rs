@@ -15,8 +15,10 @@
 //! Layout. A weight `W` `[n, k]` is stored as 32-column blocks; per block and per 32 inputs,
 //! two 1 KiB tiles (columns 0-15 and 16-31 of the block) in the unit's pair layout: tile row `r`
 //! holds, for each of its 16 columns `j`, `W[j][2r]` then `W[j][2r+1]`. Inputs are packed per
-//! call as bf16 rows padded to a multiple of 32 rows and 32 inputs, the parts of each 32-input
-//! block side by side (`[row][k / 32][part][32]`), so one row stride reaches every part.
+//! call as bf16 tiles too, `[row block of 32][k / 32][part][32 rows][32 inputs]` (zero past the
+//! edges): every tile the unit loads is 1 KiB of consecutive lines. (Packed as rows, `[row][k /
+//! 32][part][32]`, a tile's 16 rows lay a multiple of 2 KiB apart for k = 1024 or 4096, so they
+//! fell into one or two of L1's 64 sets and evicted each other on every load.)
 //!
 //! Register tiles: a 32 x 32 output block in four accumulators (tmm0-3), two input tiles
 //! (tmm4-5: 32 rows x 32 inputs) and two weight tiles (tmm6-7: 32 inputs x 32 columns); per 32
@@ -56,28 +58,44 @@ impl Parts {
     }
 }
 
-/// Inputs per summation chunk: 512 (16 steps), so that a row block's inputs for the chunk
-/// (32 rows x 16 steps x 64 bytes a part: 32 KiB in the bf16 mode) stay in L1 while the
-/// column blocks of a task's group run over them, and the chunk's bookkeeping (four tile stores
-/// and the adds into the running values) is a few percent of its products; short enough for the
-/// f32 products' accuracy too (the f32 panels' chunk is 256, and one chain over a 10240-input
-/// merger row took the full-geometry fixture from 0.51 to 0.92 of its tolerance there).
-/// Measured in the bf16 mode on the GPU machine's Xeon (`bench cpu --precision bf16`, 2 cores,
-/// one run each): 8x8 / 32x32 at 3.09x / 1.39x upstream's bf16 with 512, 2.09x / 1.21x with
-/// 1024, 2.12x / 1.04x with 256. `GLM5V_CPU_AMX_KC=N` (a multiple of 32) sets the bf16 mode's
-/// chunk, for measuring.
+/// Inputs per summation chunk: the products of a chunk are summed in the unit's accumulators
+/// from zero, then added to the running f32 value (the bias first). f32 by three products: 512
+/// (16 steps), short enough for the f32 products' accuracy (the f32 panels' chunk is 256, and
+/// one chain over a 10240-input merger row took the full-geometry fixture from 0.51 to 0.92 of
+/// its tolerance there). bf16 mode: 1024 (every tower product but the 4096- and 10240-input
+/// ones in one chunk, so y is written once), measured on the GPU machine's Xeon against 512 in
+/// one process, forwards alternating (`full_geometry` with `GLM5V_AB_KC=512,1024`, 2 cores):
+/// 8x8 median 0.113 s against 0.122 s (12 each), 32x32 best 1.63 s against 1.87 s (median 1.98
+/// against 1.91, 4 each). `GLM5V_CPU_AMX_KC=N` (a multiple of 32) sets the bf16 mode's chunk,
+/// for measuring.
 fn kc(parts: Parts) -> usize {
-    static BF16: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    use std::sync::atomic::Ordering::Relaxed;
     match parts {
-        Parts::One => *BF16.get_or_init(|| {
-            std::env::var("GLM5V_CPU_AMX_KC")
-                .ok()
-                .and_then(|v| v.parse::<usize>().ok())
-                .filter(|v| *v >= KB && v % KB == 0)
-                .unwrap_or(512)
-        }),
+        Parts::One => match BF16_KC.load(Relaxed) {
+            0 => {
+                let v = std::env::var("GLM5V_CPU_AMX_KC")
+                    .ok()
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .filter(|v| *v >= KB && v % KB == 0)
+                    .unwrap_or(1024);
+                BF16_KC.store(v, Relaxed);
+                v
+            }
+            v => v,
+        },
         Parts::Three => 512,
     }
+}
+
+/// The bf16 mode's summation chunk (0: not read yet).
+static BF16_KC: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Sets the bf16 mode's summation chunk (inputs, a multiple of 32), as `GLM5V_CPU_AMX_KC` does,
+/// for benchmarks that alternate settings in one process.
+#[doc(hidden)]
+pub fn set_bf16_chunk_for_measuring(inputs: usize) {
+    assert!(inputs >= KB && inputs.is_multiple_of(KB), "a multiple of 32");
+    BF16_KC.store(inputs, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Whether this process may run the AMX kernel ([`super::isa::isa`] is `amx`).
@@ -232,6 +250,47 @@ impl AmxWeight {
         }
         let p = parts.count();
         let xp = PackedX::new(x, m, k, parts);
+        self.run::<false>(&xp, m, bias, residual, y, p, kc(parts));
+    }
+
+    /// [`AmxWeight::linear`] with every tile block computed by [`emulated_block`] (any CPU,
+    /// tests): the packing, blocking and summation of the unit's path, checked where there is
+    /// no unit. `chunk` is the summation chunk in inputs (a multiple of 32).
+    #[cfg(test)]
+    #[allow(clippy::too_many_arguments)]
+    fn linear_emulated(
+        &self,
+        x: &[f32],
+        m: usize,
+        bias: Option<&[f32]>,
+        residual: Option<&[f32]>,
+        y: &mut [f32],
+        parts: Parts,
+        chunk: usize,
+    ) {
+        assert_eq!(x.len(), m * self.k);
+        assert_eq!(y.len(), m * self.n);
+        if m == 0 || self.n == 0 || self.k == 0 {
+            return;
+        }
+        let xp = PackedX::new(x, m, self.k, parts);
+        self.run::<true>(&xp, m, bias, residual, y, parts.count(), chunk);
+    }
+
+    /// The blocked product over packed inputs (`k >= 1`, `m >= 1`, shapes checked), by the
+    /// unit or (`EMUL`) by [`emulated_block`].
+    #[allow(clippy::too_many_arguments)]
+    fn run<const EMUL: bool>(
+        &self,
+        xp: &PackedX,
+        m: usize,
+        bias: Option<&[f32]>,
+        residual: Option<&[f32]>,
+        y: &mut [f32],
+        p: usize,
+        chunk: usize,
+    ) {
+        let (n, k) = (self.n, self.k);
         let (nblocks, mblocks) = (n.div_ceil(NB), m.div_ceil(MB));
         let threads = rayon::current_num_threads().max(1);
         // Rows split too when there are few column blocks for the threads.
@@ -243,7 +302,7 @@ impl AmxWeight {
         let mb_per = mblocks.div_ceil(row_tasks);
         // When a row block's inputs outgrow L2 across the column blocks, a task takes a group
         // of column blocks and runs each row block over all of them.
-        let x_bytes = mblocks.div_ceil(row_tasks) * MB * xp.ld;
+        let x_bytes = mblocks.div_ceil(row_tasks) * xp.block_bytes;
         let group = if x_bytes > (1 << 20) {
             (nblocks / (4 * threads)).clamp(1, 8)
         } else {
@@ -253,7 +312,7 @@ impl AmxWeight {
         let y_addr = y.as_mut_ptr() as usize;
         let w = self.data.as_slice();
         let ksteps = k.div_ceil(KB);
-        let chunk_steps = kc(parts) / KB;
+        let chunk_steps = chunk / KB;
         super::team::for_each(groups * row_tasks, |t| {
             let (g, rt) = (t / row_tasks, t % row_tasks);
             let (mb0, mb1) = (rt * mb_per, ((rt + 1) * mb_per).min(mblocks));
@@ -268,7 +327,9 @@ impl AmxWeight {
             // inside the packed inputs and the weight (whole blocks, padded), the stores inside
             // `c`.
             unsafe {
-                load_config();
+                if !EMUL {
+                    load_config();
+                }
                 let mut s0 = 0;
                 while s0 < ksteps {
                     let s1 = (s0 + chunk_steps).min(ksteps);
@@ -278,9 +339,13 @@ impl AmxWeight {
                                 .data
                                 .as_ptr()
                                 .cast::<u8>()
-                                .add(mb * MB * xp.ld + s0 * p * 64);
+                                .add(mb * xp.block_bytes + s0 * p * A_STEP);
                             let b = w.as_ptr().cast::<u8>().add((cb * ksteps + s0) * B_STEP);
-                            block(parts, a, xp.ld, b, s1 - s0, c.0.as_mut_ptr());
+                            if EMUL {
+                                emulated_block(p, a, b, s1 - s0, c.0.as_mut_ptr());
+                            } else {
+                                block(p, a, b, s1 - s0, c.0.as_mut_ptr());
+                            }
                             let out = Out {
                                 y: y_addr as *mut f32,
                                 n,
@@ -327,6 +392,38 @@ impl Out {
         first: Option<Option<&[f32]>>,
         last: Option<Option<&[f32]>>,
     ) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: AVX-512F detected; the rest is the caller's contract.
+            return unsafe { self.add_avx512(c, first, last) };
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.add_any(c, first, last) }
+    }
+
+    /// [`Out::add`] on AVX-512 (the crate's baseline is SSE2, and this ran for every block
+    /// and chunk: a third of the unit's time in the bf16 mode).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn add_avx512(
+        &self,
+        c: &[f32; 4 * 256],
+        first: Option<Option<&[f32]>>,
+        last: Option<Option<&[f32]>>,
+    ) {
+        // SAFETY: the caller's contract.
+        unsafe { self.add_any(c, first, last) }
+    }
+
+    /// # Safety
+    /// As [`Out::add`]'s.
+    #[inline(always)]
+    unsafe fn add_any(
+        &self,
+        c: &[f32; 4 * 256],
+        first: Option<Option<&[f32]>>,
+        last: Option<Option<&[f32]>>,
+    ) {
         let c0 = self.cols.start;
         let width = self.cols.len();
         for r in self.rows.clone() {
@@ -364,44 +461,103 @@ impl Out {
 #[repr(C, align(64))]
 pub(super) struct Line(pub(super) [u16; 32]);
 
-/// The inputs of one call as bf16, `[rows padded to 32][k / 32][part][32]`.
+/// Bytes of one packed input step of one part: two 1 KiB tiles (rows 0-15 and 16-31).
+const A_STEP: usize = 2 * 1024;
+
+/// The inputs of one call as bf16 tiles, `[m / 32][k / 32][part][32 rows][32]` (the module
+/// docs): a row block's steps follow each other, each step's parts side by side.
 struct PackedX {
     data: Vec<Line>,
-    /// Bytes per row.
-    ld: usize,
+    /// Bytes per row block (`ksteps * parts * A_STEP`).
+    block_bytes: usize,
 }
 
 impl PackedX {
     fn new(x: &[f32], m: usize, k: usize, parts: Parts) -> Self {
         let p = parts.count();
         let ksteps = k.div_ceil(KB);
-        let lines_per_row = ksteps * p;
-        let rows = m.div_ceil(MB) * MB;
-        let mut data = vec![Line([0; 32]); rows * lines_per_row];
-        super::team::for_each_chunk_mut(&mut data[..m * lines_per_row], lines_per_row, |r, row| {
-            let xr = &x[r * k..(r + 1) * k];
-            for (s, block) in row.chunks_exact_mut(p).enumerate() {
-                let src = &xr[s * KB..((s + 1) * KB).min(k)];
-                match parts {
-                    Parts::One => {
-                        for (o, &v) in block[0].0.iter_mut().zip(src) {
-                            *o = bf16_bits(v);
-                        }
+        let lines_per_block = ksteps * p * MB;
+        let mblocks = m.div_ceil(MB);
+        let mut data = vec![Line([0; 32]); mblocks * lines_per_block];
+        super::team::for_each_chunk_mut(&mut data, lines_per_block, |mb, block| {
+            let rows = &x[mb * MB * k..(mb * MB + MB).min(m) * k];
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: AVX-512F detected at run time.
+                return unsafe { pack_rows_avx512(rows, k, parts, block) };
+            }
+            pack_rows(rows, k, parts, block);
+        });
+        Self {
+            data,
+            block_bytes: lines_per_block * 64,
+        }
+    }
+}
+
+/// One row block's inputs (`rows`: up to 32 rows of `k`) into its packed lines (`block`, zero).
+#[inline(always)]
+fn pack_rows(rows: &[f32], k: usize, parts: Parts, block: &mut [Line]) {
+    let p = parts.count();
+    for (rr, xr) in rows.chunks_exact(k).enumerate() {
+        for (s, src) in xr.chunks(KB).enumerate() {
+            // line of (step s, part j, row rr)
+            let at = |j: usize| (s * p + j) * MB + rr;
+            match parts {
+                Parts::One => {
+                    let line = &mut block[at(0)].0;
+                    for (o, &v) in line.iter_mut().zip(src) {
+                        *o = bf16_bits(v);
                     }
-                    Parts::Three => {
-                        for (j, &v) in src.iter().enumerate() {
-                            let [h, mi, l] = split3(v);
-                            block[0].0[j] = h;
-                            block[1].0[j] = mi;
-                            block[2].0[j] = l;
+                }
+                Parts::Three => {
+                    for (j, &v) in src.iter().enumerate() {
+                        let [h, mi, l] = split3(v);
+                        block[at(0)].0[j] = h;
+                        block[at(1)].0[j] = mi;
+                        block[at(2)].0[j] = l;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// [`pack_rows`] on AVX-512 (the crate's baseline is SSE2).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn pack_rows_avx512(rows: &[f32], k: usize, parts: Parts, block: &mut [Line]) {
+    pack_rows(rows, k, parts, block)
+}
+
+/// [`block`]'s sums computed in f64 from the same packed layouts and stored as f32 in
+/// [`Scratch`]'s order (tests: the unit's path checked on any CPU).
+///
+/// # Safety
+/// As [`block`]'s, without the tile configuration.
+unsafe fn emulated_block(p: usize, a: *const u8, b: *const u8, steps: usize, c: *mut f32) {
+    let val = |ptr: *const u8, i: usize| {
+        // SAFETY: the caller's contract covers every index used below.
+        bf16_value(unsafe { ptr.cast::<u16>().add(i).read() }) as f64
+    };
+    for r in 0..MB {
+        for j in 0..NB {
+            let mut acc = 0.0f64;
+            for s in 0..steps {
+                let bs = b.wrapping_add(s * B_STEP + (j / 16) * 1024);
+                for part in 0..p {
+                    let arow = a.wrapping_add((s * p + part) * A_STEP + r * 64);
+                    for t in 0..16 {
+                        for e in 0..2 {
+                            acc += val(arow, 2 * t + e) * val(bs, t * 32 + (j % 16) * 2 + e);
                         }
                     }
                 }
             }
-        });
-        Self {
-            data,
-            ld: lines_per_row * 64,
+            // Scratch's order: tile (r / 16, j / 16), row r % 16, column j % 16
+            let at = ((r / 16) * 2 + j / 16) * 256 + (r % 16) * 16 + j % 16;
+            // SAFETY: 1024 f32 at c (the caller's contract).
+            unsafe { c.add(at).write(acc as f32) };
         }
     }
 }
@@ -520,15 +676,16 @@ macro_rules! prefetch_step {
     };
 }
 
-/// The products of one part at byte offset `$off` of each input row's step.
+/// The products of one part: its two input tiles at byte offsets `$off` (rows 0-15) and `$off2`
+/// (rows 16-31) of the step.
 macro_rules! part {
-    ($off:literal) => {
+    ($off:literal, $off2:literal) => {
         concat!(
-            "tileloadd tmm4, [{a0} + {lda}*1 + ",
+            "tileloadd tmm4, [{a} + {s}*1 + ",
             $off,
             "]\n",
-            "tileloadd tmm5, [{a1} + {lda}*1 + ",
-            $off,
+            "tileloadd tmm5, [{a} + {s}*1 + ",
+            $off2,
             "]\n",
             "tdpbf16ps tmm0, tmm4, tmm6\n",
             "tdpbf16ps tmm1, tmm4, tmm7\n",
@@ -538,17 +695,17 @@ macro_rules! part {
     };
 }
 
-/// A 32 x 32 output block's sums over `steps` steps of 32 inputs: `a` the first input tile
-/// (row stride `lda` bytes; the rows 16 further are the second tile; one or three parts side by
-/// side per step), `b` the weight tiles (2 KiB a step, contiguous), `pf` the weights to
-/// prefetch (advanced 2 KiB a step), stored into `c` ([`Scratch`]'s order).
+/// A 32 x 32 output block's sums over `steps` steps of 32 inputs: `a` the packed input tiles
+/// (per step and part two 1 KiB tiles, rows 0-15 then 16-31; `$stride` bytes a step), `b` the
+/// weight tiles (2 KiB a step, contiguous), `pf` the weights to prefetch (advanced 2 KiB a
+/// step), stored into `c` ([`Scratch`]'s order).
 macro_rules! amx_block {
-    ($name:ident, $hint:tt, $stride:literal, $($off:literal),+) => {
+    ($name:ident, $hint:tt, $stride:literal, $(($off:literal, $off2:literal)),+) => {
         /// # Safety
-        /// The tile configuration loaded; 32 rows of `steps` steps at `a` (stride `lda`),
-        /// `steps * 2048` bytes at `b`, 4 KiB writable at `c` (64-byte aligned).
+        /// The tile configuration loaded; `steps` input steps at `a`, `steps * 2048` bytes at
+        /// `b`, 4 KiB writable at `c` (64-byte aligned).
         #[cfg(target_arch = "x86_64")]
-        pub(super) unsafe fn $name(a: *const u8, lda: usize, b: *const u8, pf: *const u8, steps: usize, c: *mut f32) {
+        pub(super) unsafe fn $name(a: *const u8, b: *const u8, pf: *const u8, steps: usize, c: *mut f32) {
             // SAFETY: the caller's contract; only tile registers and the named GPRs are touched.
             unsafe {
                 std::arch::asm!(
@@ -557,9 +714,8 @@ macro_rules! amx_block {
                     prefetch_step!($hint),
                     "tileloadd tmm6, [{b} + {s}*1]",
                     "tileloadd tmm7, [{b} + {s}*1 + 1024]",
-                    $(part!($off),)+
-                    concat!("add {a0}, ", $stride),
-                    concat!("add {a1}, ", $stride),
+                    $(part!($off, $off2),)+
+                    concat!("add {a}, ", $stride),
                     "add {b}, 2048",
                     "add {pf}, 2048",
                     "dec {n}",
@@ -568,12 +724,10 @@ macro_rules! amx_block {
                     "tilestored [{c} + {s}*1 + 1024], tmm1",
                     "tilestored [{c} + {s}*1 + 2048], tmm2",
                     "tilestored [{c} + {s}*1 + 3072], tmm3",
-                    a0 = inout(reg) a => _,
-                    a1 = inout(reg) a.add(16 * lda) => _,
+                    a = inout(reg) a => _,
                     b = inout(reg) b => _,
                     pf = inout(reg) pf => _,
                     n = inout(reg) steps => _,
-                    lda = in(reg) lda,
                     s = in(reg) 64usize,
                     c = in(reg) c,
                     options(nostack),
@@ -583,12 +737,33 @@ macro_rules! amx_block {
     };
 }
 
-amx_block!(block_1_none, none, "64", "0");
-amx_block!(block_1_t0, t0, "64", "0");
-amx_block!(block_1_t1, t1, "64", "0");
-amx_block!(block_3_none, none, "192", "0", "64", "128");
-amx_block!(block_3_t0, t0, "192", "0", "64", "128");
-amx_block!(block_3_t1, t1, "192", "0", "64", "128");
+amx_block!(block_1_none, none, "2048", ("0", "1024"));
+amx_block!(block_1_t0, t0, "2048", ("0", "1024"));
+amx_block!(block_1_t1, t1, "2048", ("0", "1024"));
+amx_block!(
+    block_3_none,
+    none,
+    "6144",
+    ("0", "1024"),
+    ("2048", "3072"),
+    ("4096", "5120")
+);
+amx_block!(
+    block_3_t0,
+    t0,
+    "6144",
+    ("0", "1024"),
+    ("2048", "3072"),
+    ("4096", "5120")
+);
+amx_block!(
+    block_3_t1,
+    t1,
+    "6144",
+    ("0", "1024"),
+    ("2048", "3072"),
+    ("4096", "5120")
+);
 
 /// The prefetch of [`prefetch_step`]: hint and steps ahead.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -618,22 +793,22 @@ fn prefetch() -> Prefetch {
 /// # Safety
 /// As the `amx_block!` functions'.
 #[cfg(target_arch = "x86_64")]
-unsafe fn block(parts: Parts, a: *const u8, lda: usize, b: *const u8, steps: usize, c: *mut f32) {
+unsafe fn block(p: usize, a: *const u8, b: *const u8, steps: usize, c: *mut f32) {
     let pf = prefetch();
     let ahead = match pf {
         Prefetch::None => 0,
         Prefetch::T0(n) | Prefetch::T1(n) => n * B_STEP,
     };
-    let p = b.wrapping_add(ahead);
+    let q = b.wrapping_add(ahead);
     // SAFETY: the caller's contract.
     unsafe {
-        match (parts, pf) {
-            (Parts::One, Prefetch::None) => block_1_none(a, lda, b, p, steps, c),
-            (Parts::One, Prefetch::T0(_)) => block_1_t0(a, lda, b, p, steps, c),
-            (Parts::One, Prefetch::T1(_)) => block_1_t1(a, lda, b, p, steps, c),
-            (Parts::Three, Prefetch::None) => block_3_none(a, lda, b, p, steps, c),
-            (Parts::Three, Prefetch::T0(_)) => block_3_t0(a, lda, b, p, steps, c),
-            (Parts::Three, Prefetch::T1(_)) => block_3_t1(a, lda, b, p, steps, c),
+        match (p, pf) {
+            (1, Prefetch::None) => block_1_none(a, b, q, steps, c),
+            (1, Prefetch::T0(_)) => block_1_t0(a, b, q, steps, c),
+            (1, Prefetch::T1(_)) => block_1_t1(a, b, q, steps, c),
+            (_, Prefetch::None) => block_3_none(a, b, q, steps, c),
+            (_, Prefetch::T0(_)) => block_3_t0(a, b, q, steps, c),
+            (_, Prefetch::T1(_)) => block_3_t1(a, b, q, steps, c),
         }
     }
 }
@@ -734,12 +909,43 @@ mod tests {
 
     /// Against f64 on shapes that hit every edge: rows not a multiple of the tiles, k not a
     /// multiple of 32, a k longer than one chunk, strided weights; bias and residual.
+    /// `aw.linear` on the unit, or where there is none its emulation (the same packing,
+    /// blocking and summation chunks; `chunk` inputs a chunk, the mode's own when `None`).
+    #[allow(clippy::too_many_arguments)]
+    fn product(
+        aw: &AmxWeight,
+        x: &[f32],
+        m: usize,
+        bias: Option<&[f32]>,
+        res: Option<&[f32]>,
+        y: &mut [f32],
+        parts: Parts,
+        chunk: Option<usize>,
+    ) {
+        if available() && chunk.is_none() {
+            aw.linear(x, m, bias, res, y, parts);
+        } else {
+            let chunk = chunk.unwrap_or(kc(parts));
+            aw.linear_emulated(x, m, bias, res, y, parts, chunk);
+        }
+    }
+
     #[test]
     fn matches_f64_on_edge_shapes() {
-        if !available() {
-            eprintln!("skipped: no AMX");
-            return;
+        eprintln!(
+            "{}",
+            if available() {
+                "on the unit"
+            } else {
+                "emulated: no AMX"
+            }
+        );
+        for chunk in [None, Some(64)] {
+            edge_shapes(chunk);
         }
+    }
+
+    fn edge_shapes(chunk: Option<usize>) {
         let mut lcg = crate::kernels::Lcg(11);
         for (m, k, n) in [
             (1, 1, 1),
@@ -747,6 +953,8 @@ mod tests {
             (33, 64, 70),
             (64, 1100, 96),
             (100, 33, 300),
+            (300, 96, 40),   // rows split among tasks (few column blocks)
+            (40, 4096, 520), // groups of column blocks (three parts outgrow L2)
         ] {
             let mut rnd = || (lcg.unit() - 0.5) as f32;
             let wide = Array2::from_shape_fn((n, 2 * k), |_| round_bf16(rnd()));
@@ -759,7 +967,16 @@ mod tests {
             let want = naive(&x, m, k, &w.to_owned(), Some(&bias));
             // f32 by three products: within f32 rounding of a k-term sum
             let mut y = vec![f32::NAN; m * n];
-            aw.linear(&x, m, Some(&bias), Some(&res), &mut y, Parts::Three);
+            product(
+                &aw,
+                &x,
+                m,
+                Some(&bias),
+                Some(&res),
+                &mut y,
+                Parts::Three,
+                chunk,
+            );
             let bound = 4.0 * (k as f64).sqrt() * f32::EPSILON as f64;
             for i in 0..m * n {
                 let scale: f64 = 1.0
@@ -777,7 +994,7 @@ mod tests {
             // bf16: the same product of the rounded inputs
             let xr: Vec<f32> = x.iter().map(|&v| round_bf16(v)).collect();
             let want = naive(&xr, m, k, &w.to_owned(), None);
-            aw.linear(&x, m, None, None, &mut y, Parts::One);
+            product(&aw, &x, m, None, None, &mut y, Parts::One, chunk);
             for i in 0..m * n {
                 let scale: f64 = 1.0
                     + (0..k)
@@ -831,9 +1048,6 @@ mod tests {
 
     #[test]
     fn propagates_nan_and_inf() {
-        if !available() {
-            return;
-        }
         let (m, k, n) = (3, 40, 5);
         let w = Array2::from_shape_fn((n, k), |(i, j)| if (i + j) % 3 == 0 { 0.5 } else { -0.25 });
         let mut x = vec![1.0f32; m * k];
@@ -842,7 +1056,7 @@ mod tests {
         let aw = AmxWeight::pack(w.view(), false).unwrap();
         for parts in [Parts::One, Parts::Three] {
             let mut y = vec![0.0; m * n];
-            aw.linear(&x, m, None, None, &mut y, parts);
+            product(&aw, &x, m, None, None, &mut y, parts, None);
             assert!(y[..n].iter().all(|v| v.is_finite()), "{parts:?}");
             for o in 0..n {
                 let want = if (o + 3) % 3 == 0 {

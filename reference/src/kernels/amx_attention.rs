@@ -196,30 +196,16 @@ unsafe fn attend_task<const EMUL: bool>(
             }
         }
         // the online softmax over this step's keys; the probabilities packed as bf16
-        for r in 0..qb {
-            let row = &mut sc[r * KBLK..r * KBLK + nk];
-            row.iter_mut().for_each(|x| *x *= scale);
-            let m_new = mx[r].max(super::act::max_f32(row));
-            let step_sum = super::act::exp_shift_sum_f32(row, m_new);
-            if k0 == 0 {
-                sum[r] = step_sum;
-            } else {
-                let corr = super::act::exp_f32(mx[r] - m_new);
-                sum[r] = sum[r] * corr + step_sum;
-                o[r * ocols..r * ocols + hd]
-                    .iter_mut()
-                    .for_each(|x| *x *= corr);
-            }
-            mx[r] = m_new;
-            let prow = &mut pa[r * psteps..r * psteps + kblocks];
-            for (j, line) in prow.iter_mut().enumerate() {
-                let src = &row[j * T..((j + 1) * T).min(nk)];
-                for (d, &p) in line.0.iter_mut().zip(src) {
-                    *d = bf16_bits(p);
-                }
-                line.0[src.len()..].fill(0);
-            }
-        }
+        let step = Step {
+            nk,
+            kblocks,
+            psteps,
+            ocols,
+            hd,
+            scale,
+            first: k0 == 0,
+        };
+        softmax_step(&step, &mut sc, &mut pa, &mut mx, &mut sum, &mut o);
         // o += p v over this step's keys, added by the unit into the outputs
         for mb in 0..mblocks {
             for ob in 0..oblocks {
@@ -239,6 +225,91 @@ unsafe fn attend_task<const EMUL: bool>(
         for (cc, &x) in o[r * ocols..r * ocols + hd].iter().enumerate() {
             // SAFETY: value cc < hd of output row r (the caller's contract); written, not read.
             unsafe { out.add(r * ldo + cc).write(x * inv) };
+        }
+    }
+}
+
+/// One key step's shape, for [`softmax_step`].
+struct Step {
+    /// Keys in this step, and their blocks of 32.
+    nk: usize,
+    kblocks: usize,
+    /// Lines per row of the packed probabilities.
+    psteps: usize,
+    /// f32 values per row of the outputs, of which the first `hd` are the head's.
+    ocols: usize,
+    hd: usize,
+    scale: f32,
+    /// The first key step (no running values to correct yet).
+    first: bool,
+}
+
+/// The online softmax of one key step over every query row: the scores in `sc` (rows of
+/// [`KBLK`]) scaled, the running maximum `mx` and sum `sum` updated, the outputs `o` rescaled to
+/// the new maximum, and the probabilities packed as bf16 into `pa`. On the widest vector unit
+/// (AVX-512, which every CPU with AMX has; the crate's baseline is SSE2, and this loop took more
+/// time than the unit's products at 5184 tokens).
+fn softmax_step(
+    st: &Step,
+    sc: &mut [f32],
+    pa: &mut [Line],
+    mx: &mut [f32],
+    sum: &mut [f32],
+    o: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: AVX-512F detected at run time.
+        return unsafe { softmax_step_avx512(st, sc, pa, mx, sum, o) };
+    }
+    softmax_rows(st, sc, pa, mx, sum, o)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn softmax_step_avx512(
+    st: &Step,
+    sc: &mut [f32],
+    pa: &mut [Line],
+    mx: &mut [f32],
+    sum: &mut [f32],
+    o: &mut [f32],
+) {
+    softmax_rows(st, sc, pa, mx, sum, o)
+}
+
+#[inline(always)]
+fn softmax_rows(
+    st: &Step,
+    sc: &mut [f32],
+    pa: &mut [Line],
+    mx: &mut [f32],
+    sum: &mut [f32],
+    o: &mut [f32],
+) {
+    use super::act::{exp_f32, exp_shift_sum_lanes, max_lanes};
+    for r in 0..mx.len() {
+        let row = &mut sc[r * KBLK..r * KBLK + st.nk];
+        row.iter_mut().for_each(|x| *x *= st.scale);
+        let m_new = mx[r].max(max_lanes(row));
+        let step_sum = exp_shift_sum_lanes(row, m_new);
+        if st.first {
+            sum[r] = step_sum;
+        } else {
+            let corr = exp_f32(mx[r] - m_new);
+            sum[r] = sum[r] * corr + step_sum;
+            o[r * st.ocols..r * st.ocols + st.hd]
+                .iter_mut()
+                .for_each(|x| *x *= corr);
+        }
+        mx[r] = m_new;
+        let prow = &mut pa[r * st.psteps..r * st.psteps + st.kblocks];
+        for (j, line) in prow.iter_mut().enumerate() {
+            let src = &row[j * T..((j + 1) * T).min(st.nk)];
+            for (d, &p) in line.0.iter_mut().zip(src) {
+                *d = bf16_bits(p);
+            }
+            line.0[src.len()..].fill(0);
         }
     }
 }
