@@ -38,12 +38,14 @@
 mod bmp;
 mod cur;
 mod dds;
+mod dib;
 mod exif;
 mod foreign;
 #[doc(hidden)]
 pub mod fuzz_hooks;
 mod gif;
 mod header;
+mod im;
 mod inflate;
 /// Tests: while `on` holds, every two-thread inflate waits for its second part
 /// ([`inflate::Policy::Wait`]); each `true` needs its `false`.
@@ -57,15 +59,22 @@ pub(crate) fn inflate_wait_for_second(on: bool) {
 }
 mod jpeg;
 mod lab;
+mod legacy;
 mod modes;
+mod msp;
 mod other;
+mod pcx;
 mod png;
 mod psd;
+mod sgi;
 #[cfg(test)]
 pub(crate) use png::{test_photo, test_png};
 mod source;
+mod sun;
 mod tiff;
 mod webp;
+mod xbm;
+mod xpm;
 
 use crate::error::{PrepError, Result};
 use header::Format;
@@ -140,7 +149,7 @@ pub struct ImageHeader {
     pub width: u32,
     pub height: u32,
     /// PIL's format name: "PNG", "JPEG", "GIF", "BMP", "WEBP", "TIFF", "QOI", "PPM", "TGA", "ICO",
-    /// "CUR", "DDS" or "PSD".
+    /// "CUR", "DDS", "PSD", "SGI", "PCX", "DCX", "SUN", "XBM", "XPM", "MSP", "IM", "IMT" or "DIB".
     pub format: &'static str,
     /// EXIF orientation 1-8 (1 when absent).
     pub orientation: u8,
@@ -316,6 +325,16 @@ fn decode_checked(
         Format::Dds => dds::decode(bytes, max_bytes),
         Format::Psd => psd::decode(bytes, max_bytes),
         Format::Cur => cur::decode(bytes, max_bytes),
+        Format::Sgi
+        | Format::Pcx
+        | Format::Dcx
+        | Format::Sun
+        | Format::Xbm
+        | Format::Xpm
+        | Format::Msp
+        | Format::Im
+        | Format::Imt
+        | Format::Dib => legacy::decode(bytes, format, max_bytes),
         Format::Qoi | Format::Pnm | Format::Tga | Format::Ico => {
             foreign::decode(bytes, format, max_bytes)
         }
