@@ -28,6 +28,10 @@
 //! - CUR: the entry and masking of Pillow's `CurImagePlugin`, the bitmap through `bmp.rs`
 //!   (`cur.rs`).
 //!
+//! - SGI, PCX, DCX (the first page), Sun raster, XBM, XPM, MSP, IM, IMT and DIB: read as their
+//!   Pillow plugins and C decoders read them, one file each (`sgi.rs`, `pcx.rs`, `sun.rs`,
+//!   `xbm.rs`, `xpm.rs`, `msp.rs`, `im.rs`, `dib.rs` through `bmp.rs`; `legacy.rs` routes them).
+//!
 //! Files of the other formats PIL opens (AVIF, JPEG 2000, ...) are refused with an error
 //! naming the format (`other.rs`), not as "not a supported image".
 //!
