@@ -111,3 +111,38 @@ pub(crate) fn rstrip(s: &[u8]) -> &[u8] {
 pub(crate) fn split_ws(s: &[u8]) -> impl Iterator<Item = &[u8]> {
     s.split(|&c| py_space(c)).filter(|t| !t.is_empty())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_text_helpers_match_python() {
+        // Python 3.11: int(b"...") for each.
+        let cases: &[(&[u8], Option<i64>)] = &[
+            (b"128", Some(128)),
+            (b" 12 ", Some(12)),
+            (b"+7", Some(7)),
+            (b"-3", Some(-3)),
+            (b"1_000", Some(1000)),
+            (b"1__0", None),
+            (b"_1", None),
+            (b"1_", None),
+            (b"", None),
+            (b"0x10", None),
+            (b"12a", None),
+            (b"\x0b5\x0c", Some(5)),
+        ];
+        for (text, want) in cases {
+            assert_eq!(py_int(text), *want, "{:?}", String::from_utf8_lossy(text));
+        }
+        // b" a\tb\x0bc\x0c d ".split() and b"x \x0b\x0c\n".rstrip().
+        let parts: Vec<&[u8]> = split_ws(b" a\tb\x0bc\x0c d ").collect();
+        assert_eq!(parts, [&b"a"[..], b"b", b"c", b"d"]);
+        assert_eq!(rstrip(b"x \x0b\x0c\n"), b"x");
+        assert_eq!(readline(b"ab\ncd", 0, 75), b"ab\n");
+        assert_eq!(readline(b"ab\ncd", 3, 75), b"cd");
+        assert_eq!(readline(b"abcdef\n", 0, 4), b"abcd");
+        assert_eq!(readline(b"ab", 5, 75), b"");
+    }
+}
