@@ -8,8 +8,9 @@
 //! `im.lut`, which `load` never applies; so is any `Lut` of an RGB image). Rows are stored
 //! bottom-up: L and "1", P, RGB as a plane per line (`RGB;L`) or interleaved (`X 24`), the
 //! `RGB3` layout (whole G, R, B planes), RGBA, RGBX, LA and CMYK with a plane per line, and
-//! 16-bit gray (`I;16`). PIL's other IM modes (32-bit I and F, YCbCr, PA, P without a
-//! `Lut`, RLB) are refused by name.
+//! 16-bit gray (`I;16`), modes I (32-bit) and F (8/16/32-bit integers, 32-bit floats), which
+//! `convert("RGB")` clips to gray. PIL's other IM modes (YCbCr, PA, P without a `Lut`, I;16L/B,
+//! F of other bit counts, RLB) are refused by name.
 //!
 //! IMT: lines `width N`, `height N`, `pixel n8` (`*` lines are comments) up to a form feed, then
 //! the rows of an 8-bit gray image, top-down.
@@ -32,6 +33,54 @@ enum Layout {
     Planes,
     /// I;16 little-endian.
     I16,
+    /// Modes I and F: one little-endian sample per pixel, converted as `convert("RGB")` does
+    /// (`i2rgb` clips; F goes through `f2l`: clipped, then truncated).
+    Wide(Sample),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Sample {
+    /// I;32 / I;32S.
+    I32,
+    /// F;8, F;8S, F;16, F;16S, F;32 (unsigned), F;32F.
+    F8,
+    F8S,
+    F16,
+    F16S,
+    F32,
+    F32F,
+}
+
+impl Sample {
+    fn bytes(self) -> usize {
+        match self {
+            Sample::F8 | Sample::F8S => 1,
+            Sample::F16 | Sample::F16S => 2,
+            Sample::I32 | Sample::F32 | Sample::F32F => 4,
+        }
+    }
+
+    /// The L value `convert("RGB")` gives the sample `b`.
+    fn to_l(self, b: &[u8]) -> u8 {
+        let f: f32 = match self {
+            Sample::I32 => return i32::from_le_bytes([b[0], b[1], b[2], b[3]]).clamp(0, 255) as u8,
+            Sample::F8 => b[0] as f32,
+            Sample::F8S => b[0] as i8 as f32,
+            Sample::F16 => u16::from_le_bytes([b[0], b[1]]) as f32,
+            Sample::F16S => i16::from_le_bytes([b[0], b[1]]) as f32,
+            Sample::F32 => u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f32,
+            Sample::F32F => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+        };
+        // `f2l`: v <= 0 -> 0, v >= 255 -> 255, else (UINT8)v; NaN fails both tests and casts
+        // to 0 here as on x86.
+        if f <= 0.0 {
+            0
+        } else if f >= 255.0 {
+            255
+        } else {
+            f as u8
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -44,6 +93,8 @@ enum Mode {
     Rgba,
     Cmyk,
     I16,
+    /// PIL's I or F: read to L (a `Lut` does not apply).
+    IorF,
 }
 
 struct Head {
@@ -72,6 +123,15 @@ fn open_mode(v: &[u8]) -> Result<(Mode, Layout), Fail> {
         b"RGBX image" => (Mode::Rgb, Layout::Lines(4)),
         b"CMYK image" => (Mode::Cmyk, Layout::Lines(4)),
         b"L 16 image" => (Mode::I16, Layout::I16),
+        b"L 32 S image" | b"L 32S image" | b"L*32S image" => {
+            (Mode::IorF, Layout::Wide(Sample::I32))
+        }
+        b"L 8 image" | b"L*8 image" => (Mode::IorF, Layout::Wide(Sample::F8)),
+        b"L 8S image" | b"L*8S image" => (Mode::IorF, Layout::Wide(Sample::F8S)),
+        b"L*16 image" => (Mode::IorF, Layout::Wide(Sample::F16)),
+        b"L 16S image" | b"L*16S image" => (Mode::IorF, Layout::Wide(Sample::F16S)),
+        b"L 32 F image" | b"L 32 image" | b"L*32 image" => (Mode::IorF, Layout::Wide(Sample::F32)),
+        b"L 32F image" | b"L*32F image" => (Mode::IorF, Layout::Wide(Sample::F32F)),
         _ => {
             return Err(unsupported(&format!(
                 "image type \"{}\"",
@@ -298,7 +358,7 @@ pub(crate) fn decode(d: &[u8], imt: bool, max_bytes: usize) -> Result<Raster, Fa
         return Err(Fail::Corrupt("IM image of zero size".into()));
     }
     let channels = match h.mode {
-        Mode::Bilevel | Mode::L | Mode::P => 1,
+        Mode::Bilevel | Mode::L | Mode::P | Mode::IorF => 1,
         Mode::La | Mode::I16 => 2,
         Mode::Rgb => 3,
         Mode::Rgba | Mode::Cmyk => 4,
@@ -312,6 +372,7 @@ pub(crate) fn decode(d: &[u8], imt: bool, max_bytes: usize) -> Result<Raster, Fa
         Layout::Lines(n) => n * w,
         Layout::Rgb => 3 * w,
         Layout::I16 => 2 * w,
+        Layout::Wide(k) => k.bytes() * w,
     };
     let need = if h.layout == Layout::Planes {
         3 * w * ht
@@ -344,6 +405,11 @@ pub(crate) fn decode(d: &[u8], imt: bool, max_bytes: usize) -> Result<Raster, Fa
                 }
             }
             Layout::Byte | Layout::Rgb | Layout::I16 => dst.copy_from_slice(src),
+            Layout::Wide(k) => {
+                for (o, b) in dst.iter_mut().zip(src.chunks_exact(k.bytes())) {
+                    *o = k.to_l(b);
+                }
+            }
             Layout::Lines(_) => {
                 for x in 0..w {
                     for c in 0..channels {
@@ -367,7 +433,7 @@ pub(crate) fn decode(d: &[u8], imt: bool, max_bytes: usize) -> Result<Raster, Fa
     }
     let pixels = match h.mode {
         Mode::Bilevel => Pixels::Bilevel(out),
-        Mode::L => Pixels::L(out),
+        Mode::L | Mode::IorF => Pixels::L(out),
         Mode::P => {
             let p = h.palette.as_deref().unwrap_or(&[]);
             let mut pal = blank_palette();
