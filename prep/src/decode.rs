@@ -28,6 +28,10 @@
 //! - CUR: the entry and masking of Pillow's `CurImagePlugin`, the bitmap through `bmp.rs`
 //!   (`cur.rs`).
 //!
+//! - SGI, PCX, DCX (the first page), Sun raster, XBM, XPM, MSP, IM, IMT and DIB: read as their
+//!   Pillow plugins and C decoders read them, one file each (`sgi.rs`, `pcx.rs`, `sun.rs`,
+//!   `xbm.rs`, `xpm.rs`, `msp.rs`, `im.rs`, `dib.rs` through `bmp.rs`; `legacy.rs` routes them).
+//!
 //! Files of the other formats PIL opens (AVIF, JPEG 2000, ...) are refused with an error
 //! naming the format (`other.rs`), not as "not a supported image".
 //!
@@ -38,12 +42,14 @@
 mod bmp;
 mod cur;
 mod dds;
+mod dib;
 mod exif;
 mod foreign;
 #[doc(hidden)]
 pub mod fuzz_hooks;
 mod gif;
 mod header;
+mod im;
 mod inflate;
 /// Tests: while `on` holds, every two-thread inflate waits for its second part
 /// ([`inflate::Policy::Wait`]); each `true` needs its `false`.
@@ -57,15 +63,22 @@ pub(crate) fn inflate_wait_for_second(on: bool) {
 }
 mod jpeg;
 mod lab;
+mod legacy;
 mod modes;
+mod msp;
 mod other;
+mod pcx;
 mod png;
 mod psd;
+mod sgi;
 #[cfg(test)]
 pub(crate) use png::{test_photo, test_png};
 mod source;
+mod sun;
 mod tiff;
 mod webp;
+mod xbm;
+mod xpm;
 
 use crate::error::{PrepError, Result};
 use header::Format;
@@ -140,7 +153,7 @@ pub struct ImageHeader {
     pub width: u32,
     pub height: u32,
     /// PIL's format name: "PNG", "JPEG", "GIF", "BMP", "WEBP", "TIFF", "QOI", "PPM", "TGA", "ICO",
-    /// "CUR", "DDS" or "PSD".
+    /// "CUR", "DDS", "PSD", "SGI", "PCX", "DCX", "SUN", "XBM", "XPM", "MSP", "IM", "IMT" or "DIB".
     pub format: &'static str,
     /// EXIF orientation 1-8 (1 when absent).
     pub orientation: u8,
@@ -316,6 +329,16 @@ fn decode_checked(
         Format::Dds => dds::decode(bytes, max_bytes),
         Format::Psd => psd::decode(bytes, max_bytes),
         Format::Cur => cur::decode(bytes, max_bytes),
+        Format::Sgi
+        | Format::Pcx
+        | Format::Dcx
+        | Format::Sun
+        | Format::Xbm
+        | Format::Xpm
+        | Format::Msp
+        | Format::Im
+        | Format::Imt
+        | Format::Dib => legacy::decode(bytes, format, max_bytes),
         Format::Qoi | Format::Pnm | Format::Tga | Format::Ico => {
             foreign::decode(bytes, format, max_bytes)
         }

@@ -85,16 +85,17 @@ fn headers_over_the_budget_are_refused_before_decoding() {
 
 #[test]
 fn formats_pil_opens_but_prep_does_not_are_named() {
+    // A placeable WMF header (PIL identifies it; loading needs a Windows-only handler).
     let s = src(
-        "a.sgi",
-        b"\x01\xda\x01\x01\0\x02\0\x10\0\x10\0\x03".to_vec(),
+        "a.wmf",
+        b"\xd7\xcd\xc6\x9a\0\0\0\0\0\0\x10\0\x10\0".to_vec(),
     );
     let e = load_image(&s, &DecodeOptions::default()).unwrap_err();
     assert!(
-        matches!(&e, PrepError::Unsupported { format, .. } if format == "SGI"),
+        matches!(&e, PrepError::Unsupported { format, .. } if format == "WMF"),
         "{e}"
     );
-    assert!(e.to_string().contains("unsupported format: SGI"), "{e}");
+    assert!(e.to_string().contains("unsupported format: WMF"), "{e}");
 }
 
 /// An RGB (not RGBA) PNG, 2x1, PIXELS.

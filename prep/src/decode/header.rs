@@ -20,6 +20,16 @@ pub(crate) enum Format {
     Dds,
     Psd,
     Cur,
+    Sgi,
+    Pcx,
+    Dcx,
+    Sun,
+    Xbm,
+    Xpm,
+    Msp,
+    Im,
+    Imt,
+    Dib,
 }
 
 impl Format {
@@ -38,6 +48,16 @@ impl Format {
         Format::Cur,
         Format::Dds,
         Format::Psd,
+        Format::Sgi,
+        Format::Pcx,
+        Format::Dcx,
+        Format::Sun,
+        Format::Xbm,
+        Format::Xpm,
+        Format::Msp,
+        Format::Im,
+        Format::Imt,
+        Format::Dib,
     ];
 
     /// The names of [`Format::ALL`] as a sentence: "PNG, JPEG, ... and PSD" (PNM for PIL's PPM
@@ -73,6 +93,16 @@ impl Format {
             Format::Dds => "DDS",
             Format::Psd => "PSD",
             Format::Cur => "CUR",
+            Format::Sgi => "SGI",
+            Format::Pcx => "PCX",
+            Format::Dcx => "DCX",
+            Format::Sun => "SUN",
+            Format::Xbm => "XBM",
+            Format::Xpm => "XPM",
+            Format::Msp => "MSP",
+            Format::Im => "IM",
+            Format::Imt => "IMT",
+            Format::Dib => "DIB",
         }
     }
 }
@@ -108,6 +138,18 @@ pub(crate) fn sniff(d: &[u8]) -> Option<Format> {
             Some("TGA") => Some(Format::Tga),
             Some("ICO") => Some(Format::Ico),
             Some("CUR") => Some(Format::Cur),
+            Some("SGI") => Some(Format::Sgi),
+            Some("PCX") => Some(Format::Pcx),
+            Some("DCX") => Some(Format::Dcx),
+            Some("SUN") => Some(Format::Sun),
+            Some("XBM") => Some(Format::Xbm),
+            Some("XPM") => Some(Format::Xpm),
+            Some("MSP") => Some(Format::Msp),
+            Some("IM") => Some(Format::Im),
+            Some("DIB") => Some(Format::Dib),
+            // IM files without an "Image type" first line, and IMT (no magic: PIL tries their
+            // `_open`, after every plugin with a magic).
+            None => super::legacy::sniff_text(d),
             _ => None,
         }
     }
@@ -141,6 +183,24 @@ pub(crate) fn parse(d: &[u8], f: Format) -> Result<Header, Fail> {
                 Format::Psd => super::psd::dims(d)?,
                 _ => super::cur::dims(d)?,
             };
+            Ok(Header {
+                width,
+                height,
+                orientation: OrientationSources::default(),
+                arithmetic: false,
+            })
+        }
+        Format::Sgi
+        | Format::Pcx
+        | Format::Dcx
+        | Format::Sun
+        | Format::Xbm
+        | Format::Xpm
+        | Format::Msp
+        | Format::Im
+        | Format::Imt
+        | Format::Dib => {
+            let (width, height) = super::legacy::dims(d, f)?;
             Ok(Header {
                 width,
                 height,

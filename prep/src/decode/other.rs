@@ -73,6 +73,11 @@ pub(crate) fn pil_format(d: &[u8]) -> Option<&'static str> {
     if matches!(le16(d, 4), Some(0xAF11 | 0xAF12)) && matches!(le16(d, 14), Some(0 | 3)) {
         return Some("FLI");
     }
+    // GBR's `_accept` also takes a Sun raster 1 or 2 pixels wide; its `_open` then refuses it
+    // unless the Sun header's data length reads as a GBR colour depth (1 or 4).
+    if be32(d, 0) == Some(0x59A66A95) && !matches!(be32(d, 16), Some(1 | 4)) {
+        return Some("SUN");
+    }
     if be32(d, 0).is_some_and(|n| n >= 20) && matches!(be32(d, 4), Some(1 | 2)) {
         return Some("GBR");
     }
