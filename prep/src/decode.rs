@@ -44,6 +44,7 @@ mod foreign;
 pub mod fuzz_hooks;
 mod gif;
 mod header;
+mod icns;
 mod inflate;
 /// Tests: while `on` holds, every two-thread inflate waits for its second part
 /// ([`inflate::Policy::Wait`]); each `true` needs its `false`.
@@ -56,6 +57,7 @@ pub(crate) fn inflate_wait_for_second(on: bool) {
     };
 }
 mod jpeg;
+mod jpeg2k;
 mod lab;
 mod modes;
 mod other;
@@ -316,6 +318,8 @@ fn decode_checked(
         Format::Dds => dds::decode(bytes, max_bytes),
         Format::Psd => psd::decode(bytes, max_bytes),
         Format::Cur => cur::decode(bytes, max_bytes),
+        Format::Jpeg2000 => jpeg2k::decode(bytes, max_bytes),
+        Format::Icns => icns::decode(bytes, max_bytes),
         Format::Qoi | Format::Pnm | Format::Tga | Format::Ico => {
             foreign::decode(bytes, format, max_bytes)
         }
