@@ -20,7 +20,10 @@
 //!   (16 for I;16); subsampled components are read at `x / dx`, `y / dy` within planes laid out
 //!   with floor divisions; sYCC is converted with `ImagingConvertYCbCr2RGB`.
 //!
-//! Palette JP2 files (`pclr`, modes P and PA) are refused by name (not reproduced).
+//! A JP2 palette (`pclr`) gives mode P as in Pillow: the indices unpacked as gray, the entries
+//! added one by one to an `ImagePalette` (`getcolor`: a repeated colour keeps its first index,
+//! the rest of the 256 entries stay black). Palettes PIL reads with an alpha band (PA), with
+//! other than 3 or 4 columns, or in CMYK are refused by name (not reproduced).
 
 use super::Fail;
 use super::modes::{Pixels, Raster, Transparency};
@@ -36,7 +39,9 @@ pub(crate) enum Mode {
     Rgb,
     Rgba,
     Cmyk,
-    /// P or PA: a JP2 palette.
+    /// P: a JP2 palette of RGB or RGBA entries.
+    P,
+    /// A JP2 palette not reproduced (PA, CMYK or short entries).
     Palette,
 }
 
@@ -47,12 +52,14 @@ enum Codec {
 }
 
 /// What `Jpeg2KImageFile._open` reads.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Header {
     pub width: u32,
     pub height: u32,
     pub mode: Mode,
     codec: Codec,
+    /// Mode P's palette.
+    palette: Option<Box<[[u8; 4]; 256]>>,
 }
 
 fn bad(msg: &str) -> Fail {
@@ -181,6 +188,7 @@ fn jp2(d: &[u8]) -> Result<Header, Fail> {
     let mut nc = None;
     // colr: Some("1"), Some("CMYK"), Some("L") as PIL names them.
     let mut colr: Option<&str> = None;
+    let mut palette = None;
     let mut at = 0;
     let mut first = true;
     // `has_next_box`: position + what is left of the current box < length.
@@ -233,8 +241,25 @@ fn jp2(d: &[u8]) -> Result<Header, Fail> {
                 let depths = field(3 + npc)?;
                 if depths[3..].iter().all(|&b| b <= 8) {
                     // The entries are read one by one into an ImagePalette.
-                    field(3 + npc + ne * npc)?;
-                    mode = Some(Mode::Palette);
+                    let entries = &field(3 + npc + ne * npc)?[3 + npc..];
+                    let rgb = npc == 3 || (npc == 4 && colr != Some("CMYK"));
+                    if mode == Some(Mode::L) && rgb {
+                        let mut pal = super::modes::blank_palette();
+                        let mut seen: Vec<&[u8]> = Vec::new();
+                        for e in entries.chunks_exact(npc) {
+                            if !seen.contains(&e) {
+                                let slot = pal.get_mut(seen.len()).ok_or_else(|| {
+                                    bad("the JP2 palette has more than 256 colours")
+                                })?;
+                                slot[..3].copy_from_slice(&e[..3]);
+                                seen.push(e);
+                            }
+                        }
+                        palette = Some(pal);
+                        mode = Some(Mode::P);
+                    } else {
+                        mode = Some(Mode::Palette);
+                    }
                 }
             }
             b"res " => {
@@ -275,7 +300,9 @@ fn jp2(d: &[u8]) -> Result<Header, Fail> {
         let lsiz = be16(d, after + 12).unwrap_or(0) as usize;
         comment(d, after + 12 + lsiz)?;
     }
-    finish(w, hh, mode, Codec::Jp2)
+    let mut hd = finish(w, hh, mode, Codec::Jp2)?;
+    hd.palette = palette;
+    Ok(hd)
 }
 
 fn finish(w: i64, h: i64, mode: Mode, codec: Codec) -> Result<Header, Fail> {
@@ -291,6 +318,7 @@ fn finish(w: i64, h: i64, mode: Mode, codec: Codec) -> Result<Header, Fail> {
         height,
         mode,
         codec,
+        palette: None,
     })
 }
 
@@ -409,6 +437,8 @@ enum Unpack {
 /// `j2k_unpackers`: (mode, colour space, components, handles subsampling, unpacker).
 const UNPACKERS: &[(Mode, i32, u32, bool, Unpack)] = &[
     (Mode::L, CLRSPC_GRAY, 1, false, Unpack::GrayL),
+    (Mode::P, CLRSPC_SRGB, 1, false, Unpack::GrayL),
+    (Mode::P, CLRSPC_CMYK, 1, false, Unpack::GrayL),
     (Mode::I16, CLRSPC_GRAY, 1, false, Unpack::GrayI),
     (Mode::La, CLRSPC_GRAY, 2, false, Unpack::GrayaLa),
     (Mode::Rgb, CLRSPC_GRAY, 1, false, Unpack::GrayRgb),
@@ -627,7 +657,7 @@ pub(crate) fn decode(d: &[u8], max_bytes: usize) -> Result<Raster, Fail> {
     }
     let (xsize, ysize) = (hd.width as usize, hd.height as usize);
     let stride = match hd.mode {
-        Mode::L => 1,
+        Mode::L | Mode::P => 1,
         Mode::I16 => 2,
         _ => 4,
     };
@@ -812,6 +842,7 @@ pub(crate) fn decode(d: &[u8], max_bytes: usize) -> Result<Raster, Fail> {
         ),
         Mode::Rgba => Pixels::Rgba(buf),
         Mode::Cmyk => Pixels::Cmyk(buf),
+        Mode::P => Pixels::P(buf, hd.palette.unwrap_or_else(super::modes::blank_palette)),
         Mode::Palette => return Err(palette()),
     };
     Ok(Raster {
@@ -824,6 +855,8 @@ pub(crate) fn decode(d: &[u8], max_bytes: usize) -> Result<Raster, Fail> {
 
 fn palette() -> Fail {
     Fail::Unsupported(
-        "JPEG 2000 with a palette (a pclr box: PIL mode P or PA) is not reproduced yet".into(),
+        "JPEG 2000 with a palette PIL reads as PA, in CMYK or with other than 3 or 4 columns \
+         (a pclr box) is not reproduced yet"
+            .into(),
     )
 }
