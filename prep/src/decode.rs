@@ -27,8 +27,13 @@
 //!   `psd.rs`).
 //! - CUR: the entry and masking of Pillow's `CurImagePlugin`, the bitmap through `bmp.rs`
 //!   (`cur.rs`).
+//! - JPEG 2000 (codestreams and JP2): OpenJPEG 2.5.3 (`openjpeg-sys`, built with cc; Pillow
+//!   bundles 2.5.4, the same decoder bar a header-failure path) driven tile by tile as
+//!   `Jpeg2KDecode.c` drives it, with its unpackers and `Jpeg2KImagePlugin`'s modes (`jpeg2k.rs`).
+//! - ICNS: the size and entries `IcnsImagePlugin` picks; PNG entries through `png.rs`, JPEG 2000
+//!   entries through `jpeg2k.rs`, RLE RGB with its mask read here (`icns.rs`).
 //!
-//! Files of the other formats PIL opens (AVIF, JPEG 2000, ...) are refused with an error
+//! Files of the other formats PIL opens (AVIF, SGI, ...) are refused with an error
 //! naming the format (`other.rs`), not as "not a supported image".
 //!
 //! [`probe`] reads only the header; [`load_image`] runs the same header check first, so an image
@@ -142,7 +147,7 @@ pub struct ImageHeader {
     pub width: u32,
     pub height: u32,
     /// PIL's format name: "PNG", "JPEG", "GIF", "BMP", "WEBP", "TIFF", "QOI", "PPM", "TGA", "ICO",
-    /// "CUR", "DDS" or "PSD".
+    /// "CUR", "DDS", "PSD", "JPEG2000" or "ICNS".
     pub format: &'static str,
     /// EXIF orientation 1-8 (1 when absent).
     pub orientation: u8,
