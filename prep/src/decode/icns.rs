@@ -23,6 +23,10 @@ fn be32(d: &[u8], at: usize) -> Option<u32> {
 }
 
 type Size = (u32, u32, u32);
+/// An entry type and its reader.
+type Entry = (&'static [u8; 4], Reader);
+/// A reader and its entry's (start, length).
+type Found = (Reader, usize, i64);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reader {
@@ -37,7 +41,7 @@ enum Reader {
 }
 
 /// `IcnsFile.SIZES`.
-const SIZES: &[(Size, &[(&[u8; 4], Reader)])] = &[
+const SIZES: &[(Size, &[Entry])] = &[
     ((512, 512, 2), &[(b"ic10", Reader::PngOrJp2)]),
     ((512, 512, 1), &[(b"ic09", Reader::PngOrJp2)]),
     ((256, 256, 2), &[(b"ic14", Reader::PngOrJp2)]),
@@ -109,7 +113,7 @@ fn entries(d: &[u8]) -> Result<Vec<([u8; 4], usize, i64)>, Fail> {
 }
 
 /// `bestsize` and the entries of that size, in `SIZES` order.
-fn best(d: &[u8]) -> Result<(Size, Vec<(Reader, usize, i64)>), Fail> {
+fn best(d: &[u8]) -> Result<(Size, Vec<Found>), Fail> {
     let dct = entries(d)?;
     let has = |code: &[u8; 4]| dct.iter().find(|e| &e.0 == code);
     let size = SIZES
