@@ -8,7 +8,7 @@
 //! each is refused, as PIL refuses it); a header over the decode budget is refused before
 //! decoding. The Pillow corpus suite checks the rest against upstream (JPEG2000 11/11, ICNS 3/3).
 
-use glm5v_prep::{DecodeOptions, ImageSource, PrepError, load_image, probe};
+use glm5v_prep::{AlphaMode, DecodeOptions, ImageSource, PrepError, load_image, probe};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -64,6 +64,23 @@ fn files_decode_to_upstreams_rgb() {
             "{name} (PIL mode {})",
             want["pil_mode"]
         );
+    }
+}
+
+#[test]
+fn alpha_white_composites_as_convert_to_rgb() {
+    let white = DecodeOptions {
+        alpha: AlphaMode::White,
+        ..DecodeOptions::default()
+    };
+    for (name, want) in &expected() {
+        let bytes = std::fs::read(dir().join(name)).unwrap();
+        let img = load_image(&src(name, bytes), &white).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let sha: String = Sha256::digest(img.as_raw())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(sha, want["white_sha256"].as_str().unwrap(), "{name}");
     }
 }
 

@@ -249,6 +249,11 @@ pub(crate) fn decode(d: &[u8], max_bytes: usize) -> Result<Raster, Fail> {
                     Embedded::Jp2(j) => super::jpeg2k::decode(j, max_bytes)?,
                 };
                 r.transparency = Transparency::None;
+                // A PNG palette's tRNS alphas live in the entry's `info`, not in its palette:
+                // gone with it (`convert("RGBA")` of the ICNS image gives opaque pixels).
+                if let Pixels::P(_, pal) = &mut r.pixels {
+                    pal.iter_mut().for_each(|e| e[3] = 255);
+                }
                 whole = Some(r);
             }
             Reader::Rgb32t => {

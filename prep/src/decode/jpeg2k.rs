@@ -257,7 +257,9 @@ fn jp2(d: &[u8]) -> Result<Header, Fail> {
                                 let slot = pal.get_mut(seen.len()).ok_or_else(|| {
                                     bad("the JP2 palette has more than 256 colours")
                                 })?;
-                                slot[..3].copy_from_slice(&e[..3]);
+                                // An RGBA palette keeps its alpha (`convert("RGBA")`
+                                // reads it; `convert("RGB")` does not).
+                                slot[..npc].copy_from_slice(e);
                                 seen.push(e);
                             }
                         }
