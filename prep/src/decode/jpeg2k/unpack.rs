@@ -89,37 +89,90 @@ fn shift(x: u32, n: i32) -> u32 {
     }
 }
 
-/// Sample `i` of `csiz` bytes (native order) at `base`; past the buffer is a defect.
-fn word(buf: &[u8], base: usize, i: usize, csiz: usize) -> Result<u32, Fail> {
-    let at = base.checked_add(i.checked_mul(csiz).ok_or_else(overrun)?);
-    let b = at
-        .and_then(|a| buf.get(a..a.checked_add(csiz)?))
-        .ok_or_else(overrun)?;
-    Ok(match csiz {
-        1 => b[0] as u32,
-        2 => u16::from_le_bytes([b[0], b[1]]) as u32,
-        _ => u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
-    })
-}
-
 fn overrun() -> Fail {
     Fail::Corrupt("a JPEG 2000 tile is smaller than its components need".into())
 }
 
-/// `ImagingConvertYCbCr2RGB` on one pixel (its tables are `(i - 128) * k * 64` rounded
-/// half up, truncated toward zero, then shifted down by 6).
-fn ycbcr_to_rgb(p: &mut [u8]) {
-    let t = |v: u8, k: f64| ((v as i32 - 128) as f64 * k * 64.0 + 0.5) as i32;
-    let (y, cb, cr) = (p[0] as i32, p[1], p[2]);
-    let r = y + (t(cr, 1.402) >> 6);
-    let g = y + ((t(cb, -0.34414) + t(cr, -0.71414)) >> 6);
-    let b = y + (t(cb, 1.772) >> 6);
-    p[0] = r.clamp(0, 255) as u8;
-    p[1] = g.clamp(0, 255) as u8;
-    p[2] = b.clamp(0, 255) as u8;
+/// `ImagingConvertYCbCr2RGB`'s tables: `(i - 128) * k * 64` rounded half up, truncated toward
+/// zero (R_Cr, G_Cb, G_Cr, B_Cb).
+struct Ycc([[i32; 256]; 4]);
+
+impl Ycc {
+    fn new() -> Self {
+        let mut t = [[0i32; 256]; 4];
+        for (tab, k) in t.iter_mut().zip([1.402, -0.34414, -0.71414, 1.772]) {
+            for (i, v) in tab.iter_mut().enumerate() {
+                *v = ((i as i32 - 128) as f64 * k * 64.0 + 0.5) as i32;
+            }
+        }
+        Ycc(t)
+    }
+
+    /// One pixel, shifted down by 6 and clipped.
+    fn to_rgb(&self, p: &mut [u8]) {
+        let (y, cb, cr) = (p[0] as i32, p[1] as usize, p[2] as usize);
+        let r = y + (self.0[0][cr] >> 6);
+        let g = y + ((self.0[1][cb] + self.0[2][cr]) >> 6);
+        let b = y + (self.0[3][cb] >> 6);
+        p[0] = r.clamp(0, 255) as u8;
+        p[1] = g.clamp(0, 255) as u8;
+        p[2] = b.clamp(0, 255) as u8;
+    }
 }
 
-/// Pillow's image memory: `stride` bytes per row (1 for L, 2 for I;16, 4 otherwise).
+/// One component's plane as an unpacker reads it: samples of `cs` bytes from `base`, rows of
+/// `w / dx` samples (Pillow's floor division), scaled by `offset` and `shift`.
+#[derive(Clone, Copy)]
+struct Plane {
+    base: usize,
+    cs: usize,
+    dx: usize,
+    dy: usize,
+    row_len: usize,
+    offset: u32,
+    shift: i32,
+}
+
+impl Plane {
+    fn new(c: &Comp, base: usize, w: usize, bits: i32) -> Self {
+        let (offset, shift) = c.scale(bits);
+        let dx = c.dx.max(1) as usize;
+        Plane {
+            base,
+            cs: c.csiz(),
+            dx,
+            dy: c.dy.max(1) as usize,
+            row_len: w / dx,
+            offset,
+            shift,
+        }
+    }
+
+    /// The tile bytes from the start of row `y`'s samples to the end of the buffer.
+    fn row<'t>(&self, tile: &'t [u8], y: usize) -> Result<&'t [u8], Fail> {
+        tile.get(self.base + self.cs * (y / self.dy) * self.row_len..)
+            .ok_or_else(overrun)
+    }
+
+    /// Sample `x` (of the image row) of a row slice, scaled.
+    #[inline]
+    fn at(&self, row: &[u8], x: usize) -> Result<u32, Fail> {
+        let i = (x / self.dx) * self.cs;
+        let b = row.get(i..i + self.cs).ok_or_else(overrun)?;
+        let v = match self.cs {
+            1 => b[0] as u32,
+            2 => u16::from_le_bytes([b[0], b[1]]) as u32,
+            _ => u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+        };
+        Ok(shift(self.offset.wrapping_add(v), self.shift))
+    }
+}
+
+fn outside() -> Fail {
+    Fail::Corrupt("a JPEG 2000 tile lies outside the image (Pillow would overrun)".into())
+}
+
+/// Pillow's image memory: `stride` bytes per pixel (1 for L and P, 2 for I;16, 4 otherwise).
 pub(super) struct Canvas {
     pub buf: Vec<u8>,
     pub xsize: usize,
@@ -127,11 +180,9 @@ pub(super) struct Canvas {
 }
 
 impl Canvas {
-    fn put(&mut self, at: usize, v: u8) -> Result<(), Fail> {
-        *self.buf.get_mut(at).ok_or_else(|| {
-            Fail::Corrupt("a JPEG 2000 tile lies outside the image (Pillow would overrun)".into())
-        })? = v;
-        Ok(())
+    /// `n` bytes at `at`.
+    fn span(&mut self, at: usize, n: usize) -> Result<&mut [u8], Fail> {
+        self.buf.get_mut(at..at + n).ok_or_else(outside)
     }
 }
 
@@ -147,47 +198,60 @@ pub(super) fn unpack(
     let stride = im.stride * im.xsize;
     match u {
         Unpack::GrayL | Unpack::GrayI | Unpack::GrayRgb => {
-            let c = comps[0];
             let bits = if u == Unpack::GrayI { 16 } else { 8 };
-            let (offset, sh) = c.scale(bits);
-            let cs = c.csiz();
+            // Gray planes are read at `y * w + x` whatever the component's subsampling.
+            let p = Plane {
+                dx: 1,
+                dy: 1,
+                row_len: w,
+                ..Plane::new(&comps[0], 0, w, bits)
+            };
             for y in 0..h {
-                for x in 0..w {
-                    let v = shift(offset.wrapping_add(word(tile, 0, y * w + x, cs)?), sh);
-                    let row = (y0 + y) * stride;
-                    match u {
-                        Unpack::GrayL => im.put(row + x0 + x, v as u8)?,
-                        Unpack::GrayI => {
-                            let [a, b] = (v as u16).to_le_bytes();
-                            im.put(row + 2 * (x0 + x), a)?;
-                            im.put(row + 2 * (x0 + x) + 1, b)?;
+                let src = p.row(tile, y)?;
+                let row = (y0 + y) * stride;
+                match u {
+                    Unpack::GrayL => {
+                        let out = im.span(row + x0, w)?;
+                        for (x, o) in out.iter_mut().enumerate() {
+                            *o = p.at(src, x)? as u8;
                         }
-                        _ => {
-                            // `j2ku_gray_rgb` starts the row `x0` bytes (not pixels) in.
-                            let at = row + x0 + 4 * x;
-                            for k in 0..3 {
-                                im.put(at + k, v as u8)?;
-                            }
-                            im.put(at + 3, 0xff)?;
+                    }
+                    Unpack::GrayI => {
+                        let out = im.span(row + 2 * x0, 2 * w)?;
+                        for (x, o) in out.chunks_exact_mut(2).enumerate() {
+                            o.copy_from_slice(&(p.at(src, x)? as u16).to_le_bytes());
+                        }
+                    }
+                    _ => {
+                        // `j2ku_gray_rgb` starts the row `x0` bytes (not pixels) in.
+                        let out = im.span(row + x0, 4 * w)?;
+                        for (x, o) in out.chunks_exact_mut(4).enumerate() {
+                            let v = p.at(src, x)? as u8;
+                            o.copy_from_slice(&[v, v, v, 0xff]);
                         }
                     }
                 }
             }
         }
         Unpack::GrayaLa => {
-            let (c, a) = (comps[0], comps[1]);
-            let ((o, s), (ao, ash)) = (c.scale(8), a.scale(8));
-            let (cs, acs) = (c.csiz(), a.csiz());
-            let abase = cs * w * h;
+            let c = Plane {
+                dx: 1,
+                dy: 1,
+                row_len: w,
+                ..Plane::new(&comps[0], 0, w, 8)
+            };
+            let a = Plane {
+                dx: 1,
+                dy: 1,
+                row_len: w,
+                ..Plane::new(&comps[1], c.cs * w * h, w, 8)
+            };
             for y in 0..h {
-                for x in 0..w {
-                    let v = shift(o.wrapping_add(word(tile, 0, y * w + x, cs)?), s) as u8;
-                    let av = shift(ao.wrapping_add(word(tile, abase, y * w + x, acs)?), ash);
-                    let at = (y0 + y) * stride + 4 * (x0 + x);
-                    for k in 0..3 {
-                        im.put(at + k, v)?;
-                    }
-                    im.put(at + 3, av as u8)?;
+                let (src, asrc) = (c.row(tile, y)?, a.row(tile, y)?);
+                let out = im.span((y0 + y) * stride + 4 * x0, 4 * w)?;
+                for (x, o) in out.chunks_exact_mut(4).enumerate() {
+                    let v = c.at(src, x)? as u8;
+                    o.copy_from_slice(&[v, v, v, a.at(asrc, x)? as u8]);
                 }
             }
         }
@@ -197,30 +261,27 @@ pub(super) fn unpack(
             } else {
                 4
             };
-            let mut plane = [0usize; 4];
-            let mut cptr = 0usize;
-            for (k, c) in comps.iter().take(n).enumerate() {
-                plane[k] = cptr;
-                let (dx, dy) = (c.dx.max(1) as usize, c.dy.max(1) as usize);
-                cptr = cptr.saturating_add(c.csiz() * (w / dx) * (h / dy));
+            let ycc = matches!(u, Unpack::SyccRgb | Unpack::SyccaRgba).then(Ycc::new);
+            let mut planes = Vec::with_capacity(n);
+            let mut base = 0usize;
+            for c in comps.iter().take(n) {
+                let p = Plane::new(c, base, w, 8);
+                base = base.saturating_add(p.cs * p.row_len * (h / p.dy));
+                planes.push(p);
             }
-            let mut px = [0u8; 4];
+            let mut rows: [&[u8]; 4] = [&[]; 4];
             for y in 0..h {
-                let row = (y0 + y) * stride + 4 * x0;
-                for x in 0..w {
-                    px[3] = 0xff;
-                    for (k, c) in comps.iter().take(n).enumerate() {
-                        let (dx, dy) = (c.dx.max(1) as usize, c.dy.max(1) as usize);
-                        let cs = c.csiz();
-                        let base = plane[k] + cs * (y / dy) * (w / dx);
-                        let (o, s) = c.scale(8);
-                        px[k] = shift(o.wrapping_add(word(tile, base, x / dx, cs)?), s) as u8;
+                for (r, p) in rows.iter_mut().zip(&planes) {
+                    *r = p.row(tile, y)?;
+                }
+                let out = im.span((y0 + y) * stride + 4 * x0, 4 * w)?;
+                for (x, o) in out.chunks_exact_mut(4).enumerate() {
+                    o[3] = 0xff;
+                    for (k, p) in planes.iter().enumerate() {
+                        o[k] = p.at(rows[k], x)? as u8;
                     }
-                    if matches!(u, Unpack::SyccRgb | Unpack::SyccaRgba) {
-                        ycbcr_to_rgb(&mut px);
-                    }
-                    for (k, &v) in px.iter().enumerate() {
-                        im.put(row + 4 * x + k, v)?;
+                    if let Some(t) = &ycc {
+                        t.to_rgb(o);
                     }
                 }
             }
