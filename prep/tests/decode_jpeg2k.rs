@@ -2,7 +2,7 @@
 //! that `fixtures/scripts/gen_jpeg2k.py` built (`fixtures/jpeg2k/`: modes L, LA, RGB, RGBA, I;16
 //! and P, lossless and lossy, tiled with offsets, quality layers; written by Pillow's own OpenJPEG
 //! through ctypes: sYCC 4:2:0, a 4:2:2 codestream without colour space, a subsampled first sRGB
-//! component, signed 8-bit and 12-bit gray, 12-bit RGB; ICNS with RLE + mask, raw RGB and a JPEG
+//! component, signed 8-bit and 12-bit gray, 12-bit RGB; ICNS with RLE + mask, raw RGB, it32 and a JPEG
 //! 2000 entry) decode to upstream's `load_image` RGB; `probe` reads their size from the
 //! header; truncated and garbled files give typed errors naming the format (the first half of
 //! each is refused, as PIL refuses it); a header over the decode budget is refused before
@@ -49,7 +49,7 @@ fn size_of(want: &serde_json::Value) -> (u32, u32) {
 #[test]
 fn files_decode_to_upstreams_rgb() {
     let cases = expected();
-    assert_eq!(cases.len(), 20);
+    assert_eq!(cases.len(), 21);
     for (name, want) in &cases {
         let bytes = std::fs::read(dir().join(name)).unwrap();
         let img = decode(name, bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
