@@ -165,7 +165,7 @@ fn next_box(d: &[u8], at: usize, end: Option<usize>) -> Result<([u8; 4], usize, 
         .checked_sub(hlen)
         .ok_or_else(|| bad("invalid JP2 box header length"))?;
     // Inside a box of known length the content must fit; at the top level PIL does not check.
-    if end.is_some_and(|e| start as u64 + len > e as u64) {
+    if end.is_some_and(|e| (start as u64).saturating_add(len) > e as u64) {
         return Err(bad("invalid JP2 box header length"));
     }
     let len = usize::try_from(len).map_err(|_| bad("JP2 box length too large"))?;
