@@ -31,7 +31,7 @@ use std::time::Instant;
 /// the whole PNM family.
 pub const READ_FORMATS: &[&str] = &[
     "PNG", "JPEG", "MPO", "WEBP", "GIF", "BMP", "TIFF", "QOI", "PPM", "TGA", "ICO", "CUR", "DDS",
-    "PSD", "SGI", "PCX", "DCX", "SUN", "XBM", "XPM", "MSP", "IM", "IMT", "DIB",
+    "PSD", "SGI", "PCX", "DCX", "SUN", "XBM", "XPM", "MSP", "IM", "IMT", "DIB", "JPEG2000", "ICNS",
 ];
 
 /// `fixtures/corpus/corpus.json`.

@@ -27,12 +27,17 @@
 //!   `psd.rs`).
 //! - CUR: the entry and masking of Pillow's `CurImagePlugin`, the bitmap through `bmp.rs`
 //!   (`cur.rs`).
+//! - JPEG 2000 (codestreams and JP2): OpenJPEG 2.5.3 (`openjpeg-sys`, built with cc; Pillow
+//!   bundles 2.5.4, the same decoder bar a header-failure path) driven tile by tile as
+//!   `Jpeg2KDecode.c` drives it, with its unpackers and `Jpeg2KImagePlugin`'s modes (`jpeg2k.rs`).
+//! - ICNS: the size and entries `IcnsImagePlugin` picks; PNG entries through `png.rs`, JPEG 2000
+//!   entries through `jpeg2k.rs`, RLE RGB with its mask read here (`icns.rs`).
 //!
 //! - SGI, PCX, DCX (the first page), Sun raster, XBM, XPM, MSP, IM, IMT and DIB: read as their
 //!   Pillow plugins and C decoders read them, one file each (`sgi.rs`, `pcx.rs`, `sun.rs`,
 //!   `xbm.rs`, `xpm.rs`, `msp.rs`, `im.rs`, `dib.rs` through `bmp.rs`; `legacy.rs` routes them).
 //!
-//! Files of the other formats PIL opens (AVIF, JPEG 2000, ...) are refused with an error
+//! Files of the other formats PIL opens (AVIF, BLP, ...) are refused with an error
 //! naming the format (`other.rs`), not as "not a supported image".
 //!
 //! [`probe`] reads only the header; [`load_image`] runs the same header check first, so an image
@@ -49,6 +54,7 @@ mod foreign;
 pub mod fuzz_hooks;
 mod gif;
 mod header;
+mod icns;
 mod im;
 mod inflate;
 /// Tests: while `on` holds, every two-thread inflate waits for its second part
@@ -62,6 +68,7 @@ pub(crate) fn inflate_wait_for_second(on: bool) {
     };
 }
 mod jpeg;
+mod jpeg2k;
 mod lab;
 mod legacy;
 mod modes;
@@ -153,7 +160,8 @@ pub struct ImageHeader {
     pub width: u32,
     pub height: u32,
     /// PIL's format name: "PNG", "JPEG", "GIF", "BMP", "WEBP", "TIFF", "QOI", "PPM", "TGA", "ICO",
-    /// "CUR", "DDS", "PSD", "SGI", "PCX", "DCX", "SUN", "XBM", "XPM", "MSP", "IM", "IMT" or "DIB".
+    /// "CUR", "DDS", "PSD", "SGI", "PCX", "DCX", "SUN", "XBM", "XPM", "MSP", "IM", "IMT", "DIB",
+    /// "JPEG2000" or "ICNS".
     pub format: &'static str,
     /// EXIF orientation 1-8 (1 when absent).
     pub orientation: u8,
@@ -339,6 +347,8 @@ fn decode_checked(
         | Format::Im
         | Format::Imt
         | Format::Dib => legacy::decode(bytes, format, max_bytes),
+        Format::Jpeg2000 => jpeg2k::decode(bytes, max_bytes),
+        Format::Icns => icns::decode(bytes, max_bytes),
         Format::Qoi | Format::Pnm | Format::Tga | Format::Ico => {
             foreign::decode(bytes, format, max_bytes)
         }

@@ -30,6 +30,8 @@ pub(crate) enum Format {
     Im,
     Imt,
     Dib,
+    Jpeg2000,
+    Icns,
 }
 
 impl Format {
@@ -58,6 +60,8 @@ impl Format {
         Format::Im,
         Format::Imt,
         Format::Dib,
+        Format::Jpeg2000,
+        Format::Icns,
     ];
 
     /// The names of [`Format::ALL`] as a sentence: "PNG, JPEG, ... and PSD" (PNM for PIL's PPM
@@ -68,6 +72,7 @@ impl Format {
             .map(|f| match f {
                 Format::Pnm => "PNM",
                 Format::WebP => "WebP",
+                Format::Jpeg2000 => "JPEG 2000",
                 f => f.name(),
             })
             .collect();
@@ -103,6 +108,8 @@ impl Format {
             Format::Im => "IM",
             Format::Imt => "IMT",
             Format::Dib => "DIB",
+            Format::Jpeg2000 => "JPEG2000",
+            Format::Icns => "ICNS",
         }
     }
 }
@@ -130,6 +137,10 @@ pub(crate) fn sniff(d: &[u8]) -> Option<Format> {
         Some(Format::Dds)
     } else if d.starts_with(b"8BPS") {
         Some(Format::Psd)
+    } else if d.starts_with(b"\xff\x4f\xff\x51") || d.starts_with(b"\0\0\0\x0cjP  \r\n\x87\n") {
+        Some(Format::Jpeg2000)
+    } else if d.starts_with(b"icns") {
+        Some(Format::Icns)
     } else {
         // Formats read through the `image` crate (`foreign.rs`), recognised as PIL does.
         match super::other::pil_format(d) {
@@ -177,10 +188,12 @@ pub(crate) fn parse(d: &[u8], f: Format) -> Result<Header, Fail> {
         Format::Bmp => bmp(d),
         Format::WebP => webp(d),
         Format::Tiff => tiff(d),
-        Format::Dds | Format::Psd | Format::Cur => {
+        Format::Dds | Format::Psd | Format::Cur | Format::Jpeg2000 | Format::Icns => {
             let (width, height) = match f {
                 Format::Dds => super::dds::dims(d)?,
                 Format::Psd => super::psd::dims(d)?,
+                Format::Jpeg2000 => super::jpeg2k::dims(d)?,
+                Format::Icns => super::icns::dims(d)?,
                 _ => super::cur::dims(d)?,
             };
             Ok(Header {

@@ -1,6 +1,7 @@
 //! Formats PIL opens: recognised from their leading bytes so that the
 //! refusal names the format ("unsupported format: DDS") instead of "not a supported image"; QOI,
-//! PPM (P1-P6), TGA and ICO found here are decoded (`header::sniff`, `foreign.rs`).
+//! PPM (P1-P6), TGA and ICO found here are decoded (`header::sniff`, `foreign.rs`), and so are
+//! JPEG 2000 and ICNS, which `header::sniff` recognises before this list.
 //!
 //! The tests are Pillow 13.0.0's plugin `_accept` functions (and, for the plugins without one,
 //! the first checks of their `_open`: IM, PCD, TGA), tried after the formats prep reads. PIL tries
@@ -44,9 +45,6 @@ pub(crate) fn pil_format(d: &[u8]) -> Option<&'static str> {
         (b"SIMPLE", "FITS"),
         (b"FTEX", "FTEX"),
         (b"\x89HDF\r\n\x1a\n", "HDF5"),
-        (b"icns", "ICNS"),
-        (b"\xff\x4f\xff\x51", "JPEG2000"),
-        (b"\0\0\0\x0cjP  \r\n\x87\n", "JPEG2000"),
         (b"\0\0\0\0\0\0\0\x04", "MCIDAS"),
         (b"DanM", "MSP"),
         (b"LinS", "MSP"),

@@ -94,7 +94,10 @@ static BF16_KC: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize:
 /// for benchmarks that alternate settings in one process.
 #[doc(hidden)]
 pub fn set_bf16_chunk_for_measuring(inputs: usize) {
-    assert!(inputs >= KB && inputs.is_multiple_of(KB), "a multiple of 32");
+    assert!(
+        inputs >= KB && inputs.is_multiple_of(KB),
+        "a multiple of 32"
+    );
     BF16_KC.store(inputs, std::sync::atomic::Ordering::Relaxed);
 }
 
