@@ -44,6 +44,9 @@
 //! whose header promises more than [`DecodeOptions::max_pixels`] is refused before any pixel
 //! buffer is allocated (PIL's `DecompressionBombError`: `w * h > 2 * MAX_IMAGE_PIXELS`).
 
+mod av1;
+mod avif;
+mod avif_yuv;
 mod bmp;
 mod cur;
 mod dds;
@@ -349,6 +352,7 @@ fn decode_checked(
         | Format::Dib => legacy::decode(bytes, format, max_bytes),
         Format::Jpeg2000 => jpeg2k::decode(bytes, max_bytes),
         Format::Icns => icns::decode(bytes, max_bytes),
+        Format::Avif => avif::decode(bytes, opts.max_pixels),
         Format::Qoi | Format::Pnm | Format::Tga | Format::Ico => {
             foreign::decode(bytes, format, max_bytes)
         }

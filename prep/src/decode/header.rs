@@ -32,6 +32,7 @@ pub(crate) enum Format {
     Dib,
     Jpeg2000,
     Icns,
+    Avif,
 }
 
 impl Format {
@@ -62,6 +63,7 @@ impl Format {
         Format::Dib,
         Format::Jpeg2000,
         Format::Icns,
+        Format::Avif,
     ];
 
     /// The names of [`Format::ALL`] as a sentence: "PNG, JPEG, ... and PSD" (PNM for PIL's PPM
@@ -110,6 +112,7 @@ impl Format {
             Format::Dib => "DIB",
             Format::Jpeg2000 => "JPEG2000",
             Format::Icns => "ICNS",
+            Format::Avif => "AVIF",
         }
     }
 }
@@ -161,6 +164,7 @@ pub(crate) fn sniff(d: &[u8]) -> Option<Format> {
             // IM files without an "Image type" first line, and IMT (no magic: PIL tries their
             // `_open`, after every plugin with a magic).
             None => super::legacy::sniff_text(d),
+            Some("AVIF") => Some(Format::Avif),
             _ => None,
         }
     }
@@ -188,6 +192,15 @@ pub(crate) fn parse(d: &[u8], f: Format) -> Result<Header, Fail> {
         Format::Bmp => bmp(d),
         Format::WebP => webp(d),
         Format::Tiff => tiff(d),
+        Format::Avif => {
+            let p = super::avif::parse(d)?;
+            Ok(Header {
+                width: p.width,
+                height: p.height,
+                orientation: p.orientation_sources(),
+                arithmetic: false,
+            })
+        }
         Format::Dds | Format::Psd | Format::Cur | Format::Jpeg2000 | Format::Icns => {
             let (width, height) = match f {
                 Format::Dds => super::dds::dims(d)?,

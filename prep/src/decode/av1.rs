@@ -1,0 +1,205 @@
+//! One AV1 frame through rav1d (the Rust port of dav1d; Pillow's libavif decodes with dav1d),
+//! driven as libavif's `codec_dav1d.c` drives dav1d: default settings (film grain applied),
+//! operating point 0, one frame of delay, the first picture the sample yields.
+//! AV1 decoding is normative, so the planes equal dav1d's.
+
+use super::Fail;
+use rav1d::include::dav1d::data::Dav1dData;
+use rav1d::include::dav1d::dav1d::{Dav1dContext, Dav1dSettings};
+use rav1d::include::dav1d::headers::{
+    DAV1D_PIXEL_LAYOUT_I400, DAV1D_PIXEL_LAYOUT_I420, DAV1D_PIXEL_LAYOUT_I422,
+    DAV1D_PIXEL_LAYOUT_I444,
+};
+use rav1d::include::dav1d::picture::Dav1dPicture;
+use rav1d::src::lib as d;
+use std::ptr::NonNull;
+
+/// `DAV1D_ERR(EAGAIN)` on Linux.
+const EAGAIN: i32 = -11;
+
+/// Chroma layout of a decoded frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    I400,
+    I420,
+    I422,
+    I444,
+}
+
+impl Layout {
+    /// Chroma plane size for a `w` x `h` luma plane (0 x 0 for 4:0:0).
+    pub(crate) fn chroma_dims(self, w: usize, h: usize) -> (usize, usize) {
+        match self {
+            Layout::I400 => (0, 0),
+            Layout::I420 => (w.div_ceil(2), h.div_ceil(2)),
+            Layout::I422 => (w.div_ceil(2), h),
+            Layout::I444 => (w, h),
+        }
+    }
+}
+
+/// An 8-bit decoded frame, planes tightly packed.
+pub(crate) struct Frame {
+    pub width: usize,
+    pub height: usize,
+    pub layout: Layout,
+    pub y: Vec<u8>,
+    pub u: Vec<u8>,
+    pub v: Vec<u8>,
+    /// The sequence header's colour description: primaries, transfer, matrix, full range.
+    pub cicp: (u8, u8, u8, bool),
+}
+
+struct Ctx(Option<Dav1dContext>);
+
+impl Drop for Ctx {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            // SAFETY: the context came from dav1d_open and is closed once.
+            unsafe { d::dav1d_close(NonNull::new(&mut self.0)) }
+        }
+    }
+}
+
+struct Pic(Dav1dPicture);
+
+impl Drop for Pic {
+    fn drop(&mut self) {
+        // SAFETY: a picture from dav1d_get_picture (or zeroed: unref of an empty one is a no-op).
+        unsafe { d::dav1d_picture_unref(NonNull::new(&mut self.0)) }
+    }
+}
+
+/// Decodes the first frame of one AV1 sample (a temporal unit of OBUs). `max_pixels` bounds the
+/// frame size the decoder accepts (dav1d's `frame_size_limit`).
+pub(crate) fn decode(sample: &[u8], max_pixels: u64) -> Result<Frame, Fail> {
+    if sample.is_empty() {
+        return Err(Fail::Corrupt("the AV1 sample is empty".into()));
+    }
+    // rav1d is memory-safe Rust; a malformed stream that trips one of its checks panics
+    // rather than reading out of bounds: that is a corrupt file here, not a crash.
+    match std::panic::catch_unwind(|| decode_inner(sample, max_pixels)) {
+        Ok(r) => r,
+        Err(_) => Err(Fail::Corrupt(
+            "the AV1 decoder stopped on malformed data".into(),
+        )),
+    }
+}
+
+fn decode_inner(sample: &[u8], max_pixels: u64) -> Result<Frame, Fail> {
+    let corrupt = |what: &str| Fail::Corrupt(format!("AV1: {what}"));
+    // SAFETY: the C API of rav1d used as dav1d's: settings written by dav1d_default_settings,
+    // the context and picture released by their guards, the data buffer owned by the decoder.
+    unsafe {
+        let mut s = std::mem::MaybeUninit::<Dav1dSettings>::uninit();
+        d::dav1d_default_settings(NonNull::new_unchecked(s.as_mut_ptr()));
+        let mut s = s.assume_init();
+        s.n_threads = 1;
+        s.max_frame_delay = 1;
+        s.operating_point = 0;
+        s.all_layers = 0;
+        s.frame_size_limit = max_pixels.min(u32::MAX as u64) as u32;
+        // No logger (rav1d's default prints to stderr): the logger is two nullable pointers.
+        let logger = std::ptr::addr_of_mut!(s.logger);
+        std::ptr::write_bytes(logger.cast::<u8>(), 0, std::mem::size_of_val(&*logger));
+        let mut ctx = Ctx(None);
+        if d::dav1d_open(NonNull::new(&mut ctx.0), NonNull::new(&mut s)).0 != 0 || ctx.0.is_none() {
+            return Err(corrupt("the decoder could not be opened"));
+        }
+        let c = ctx.0;
+        let mut data: Dav1dData = Default::default();
+        let buf = d::dav1d_data_create(NonNull::new(&mut data), sample.len());
+        if buf.is_null() {
+            return Err(Fail::Limits);
+        }
+        std::ptr::copy_nonoverlapping(sample.as_ptr(), buf, sample.len());
+        let mut pic = Pic(Default::default());
+        let mut got = false;
+        loop {
+            if data.sz > 0 {
+                let r = d::dav1d_send_data(c, NonNull::new(&mut data)).0;
+                if r < 0 && r != EAGAIN {
+                    d::dav1d_data_unref(NonNull::new(&mut data));
+                    return Err(corrupt(
+                        "the stream could not be decoded (corrupt or truncated)",
+                    ));
+                }
+            }
+            let r = d::dav1d_get_picture(c, NonNull::new(&mut pic.0)).0;
+            if r == EAGAIN {
+                if data.sz > 0 {
+                    continue;
+                }
+                break;
+            } else if r < 0 {
+                d::dav1d_data_unref(NonNull::new(&mut data));
+                return Err(corrupt(
+                    "the frame could not be decoded (corrupt or truncated)",
+                ));
+            } else {
+                got = true;
+                break;
+            }
+        }
+        d::dav1d_data_unref(NonNull::new(&mut data));
+        if !got {
+            return Err(corrupt("the sample holds no complete frame (truncated)"));
+        }
+        let p = &pic.0;
+        if p.p.bpc != 8 {
+            return Err(Fail::Unsupported(format!(
+                "AVIF with {}-bit samples (glm5v reads 8-bit AVIF)",
+                p.p.bpc
+            )));
+        }
+        let layout = match p.p.layout {
+            DAV1D_PIXEL_LAYOUT_I400 => Layout::I400,
+            DAV1D_PIXEL_LAYOUT_I420 => Layout::I420,
+            DAV1D_PIXEL_LAYOUT_I422 => Layout::I422,
+            DAV1D_PIXEL_LAYOUT_I444 => Layout::I444,
+            _ => return Err(corrupt("unknown chroma layout")),
+        };
+        let (w, h) = (p.p.w.max(0) as usize, p.p.h.max(0) as usize);
+        if w == 0 || h == 0 {
+            return Err(corrupt("empty frame"));
+        }
+        let seq = p.seq_hdr.ok_or_else(|| corrupt("no sequence header"))?;
+        let seq = seq.as_ref();
+        let cicp = (
+            seq.pri as u8,
+            seq.trc as u8,
+            seq.mtrx as u8,
+            seq.color_range != 0,
+        );
+        let plane = |i: usize, pw: usize, ph: usize| -> Result<Vec<u8>, Fail> {
+            let stride = p.stride[if i == 0 { 0 } else { 1 }];
+            let base = p.data[i].ok_or_else(|| corrupt("missing plane"))?;
+            if stride < pw as isize {
+                return Err(corrupt("plane stride below its width"));
+            }
+            let mut out = Vec::new();
+            out.try_reserve_exact(pw * ph).map_err(|_| Fail::Limits)?;
+            for row in 0..ph {
+                let ptr = base.as_ptr().cast::<u8>().offset(row as isize * stride);
+                out.extend_from_slice(std::slice::from_raw_parts(ptr, pw));
+            }
+            Ok(out)
+        };
+        let y = plane(0, w, h)?;
+        let (cw, ch) = layout.chroma_dims(w, h);
+        let (u, v) = if layout == Layout::I400 {
+            (Vec::new(), Vec::new())
+        } else {
+            (plane(1, cw, ch)?, plane(2, cw, ch)?)
+        };
+        Ok(Frame {
+            width: w,
+            height: h,
+            layout,
+            y,
+            u,
+            v,
+            cicp,
+        })
+    }
+}
