@@ -46,6 +46,8 @@
 
 mod av1;
 mod avif;
+mod avif_box;
+mod avif_grid;
 mod avif_yuv;
 mod bmp;
 mod cur;

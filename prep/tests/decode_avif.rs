@@ -4,7 +4,9 @@
 //! unspecified / chroma-derived matrices) decode to upstream's `load_image` RGB; the header
 //! gives the size after orientation before any decode; a header over the decode budget is
 //! refused before decoding; truncated and garbled files give typed errors, never a panic.
-//! (The Pillow corpus suite checks the 16 AVIFs of Pillow's tests against upstream.)
+//! libavif's own test files (`fixtures/avif_libavif/`: grids, `idat`, several extents, image
+//! sequences, refusals) decode or fail as upstream does. (The Pillow corpus suite checks the 16
+//! AVIFs of Pillow's tests against upstream.)
 
 use glm5v_prep::{DecodeOptions, ImageSource, PrepError, load_image, probe};
 use sha2::{Digest, Sha256};
@@ -130,4 +132,48 @@ fn truncated_and_garbled_avifs_are_typed_errors() {
             assert!(typed(&e), "{name} garbled meta: {e:?}");
         }
     }
+}
+
+/// Files libavif's reader takes that glm5v refuses by name (10/12-bit samples).
+const REFUSED_BY_NAME: &[&str] = &[
+    "clop_irot_imor.avif",
+    "colors-animated-12bpc-keyframes-0-2-3.avif",
+    "unsupported_gainmap_version.avif",
+];
+
+#[test]
+fn libavif_test_files_decode_as_upstream_or_fail_as_it_does() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/avif_libavif");
+    let text = std::fs::read_to_string(dir.join("expected.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let cases = v.as_object().unwrap();
+    assert_eq!(cases.len(), 13);
+    let mut wrong = Vec::new();
+    for (name, want) in cases {
+        let bytes = std::fs::read(dir.join(name)).unwrap();
+        let got = load_image(&src(name, bytes), &DecodeOptions::default());
+        match (got, want.get("error")) {
+            (Err(e), Some(_)) => assert!(typed(&e), "{name}: {e:?}"),
+            (Ok(_), Some(err)) => wrong.push(format!("{name}: decoded, upstream raises {err}")),
+            (Err(e), None) if REFUSED_BY_NAME.contains(&name.as_str()) => {
+                assert!(
+                    matches!(&e, PrepError::Unsupported { detail, .. } if detail.contains("bit")),
+                    "{name}: {e:?}"
+                );
+            }
+            (Err(e), None) => wrong.push(format!("{name}: {e}")),
+            (Ok(img), None) => {
+                let sha: String = Sha256::digest(img.as_raw())
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect();
+                if (img.width(), img.height()) != size_of(want)
+                    || sha != want["rgb_sha256"].as_str().unwrap()
+                {
+                    wrong.push(format!("{name}: other pixels than upstream's"));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

@@ -6,11 +6,13 @@
 //! not rotated here: `irot`/`imir` become the EXIF orientation (as `_avif.c` reports them), and
 //! `exif_transpose` applies it.
 //!
-//! Refused by name: grid and tone-mapped (gain map) primary items, 10/12-bit samples, and
+//! Grids of tiles are put together as libavif does (`avif_grid.rs`). Refused by name: primary
+//! items other than av01 and grid, 10/12-bit samples, and
 //! matrix coefficients libyuv has no constants for (libavif's float path).
 
 use super::Fail;
-use super::av1;
+use super::avif_box::{Extents, Props, be16, be32, be64, boxes, child, iinf, iloc, iprp, iref};
+use super::avif_grid::decode_src;
 use super::avif_yuv;
 use super::exif::OrientationSources;
 use super::modes::{Raster, Transparency};
@@ -19,153 +21,18 @@ fn corrupt(what: &str) -> Fail {
     Fail::Corrupt(format!("AVIF: {what}"))
 }
 
-fn be16(d: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes(d.get(at..at + 2)?.try_into().ok()?))
-}
-fn be32(d: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(d.get(at..at + 4)?.try_into().ok()?))
-}
-fn be64(d: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_be_bytes(d.get(at..at + 8)?.try_into().ok()?))
-}
-/// A big-endian unsigned integer of `n` bytes (0, 4 or 8 in `iloc`).
-fn be_n(d: &[u8], at: usize, n: usize) -> Option<u64> {
-    match n {
-        0 => Some(0),
-        2 => be16(d, at).map(u64::from),
-        4 => be32(d, at).map(u64::from),
-        8 => be64(d, at),
-        _ => None,
-    }
-}
-
-/// The boxes in `d`: (type, body). A box running past the end is an error (truncated file).
-/// A box: its type and body.
-type Bx<'a> = ([u8; 4], &'a [u8]);
-
-/// An item's data: its extents, in order.
-type Extents<'a> = Vec<&'a [u8]>;
-
-fn boxes(d: &[u8]) -> Result<Vec<Bx<'_>>, Fail> {
-    let mut out = Vec::new();
-    let mut pos = 0usize;
-    while pos < d.len() {
-        let size = be32(d, pos).ok_or_else(|| corrupt("a box header is cut off (truncated)"))?;
-        let kind: [u8; 4] = d
-            .get(pos + 4..pos + 8)
-            .and_then(|s| s.try_into().ok())
-            .ok_or_else(|| corrupt("a box header is cut off (truncated)"))?;
-        let (hdr, len) = match size {
-            0 => (8usize, (d.len() - pos) as u64),
-            1 => (
-                16usize,
-                be64(d, pos + 8).ok_or_else(|| corrupt("a box header is cut off (truncated)"))?,
-            ),
-            n => (8usize, n as u64),
-        };
-        let len = usize::try_from(len).map_err(|_| corrupt("a box is too large"))?;
-        if len < hdr {
-            return Err(corrupt("a box is shorter than its header"));
-        }
-        let end = pos
-            .checked_add(len)
-            .filter(|&e| e <= d.len())
-            .ok_or_else(|| {
-                corrupt(&format!(
-                    "the '{}' box runs past the end of the file (truncated)",
-                    String::from_utf8_lossy(&kind)
-                ))
-            })?;
-        out.push((kind, &d[pos + hdr..end]));
-        pos = end;
-    }
-    Ok(out)
-}
-
-fn child<'a>(list: &[([u8; 4], &'a [u8])], kind: &[u8; 4]) -> Option<&'a [u8]> {
-    list.iter().find(|(k, _)| k == kind).map(|(_, b)| *b)
-}
-
-/// Properties of an image (item or track sample entry) that the decode needs.
-#[derive(Debug, Clone, Default)]
-struct Props {
-    ispe: Option<(u32, u32)>,
-    /// colr nclx: primaries, transfer, matrix, full range.
-    nclx: Option<(u8, u8, u8, bool)>,
-    /// av1C: high bit depth, 12-bit, monochrome.
-    av1c: Option<(bool, bool)>,
-    irot: Option<u8>,
-    imir: Option<u8>,
-    alpha_urn: bool,
-    /// An `auxC`/`auxi` box was seen.
-    aux_typed: bool,
-}
-
-impl Props {
-    fn add(&mut self, kind: &[u8; 4], b: &[u8]) {
-        match kind {
-            b"ispe" => {
-                if let (Some(w), Some(h)) = (be32(b, 4), be32(b, 8)) {
-                    self.ispe = Some((w, h));
-                }
-            }
-            b"colr" if b.get(0..4) == Some(b"nclx") && b.len() >= 11 && self.nclx.is_none() => {
-                self.nclx = Some((b[5], b[7], b[9], b[10] & 0x80 != 0));
-            }
-            b"av1C" if b.len() >= 4 => {
-                self.av1c = Some((b[2] & 0x40 != 0, b[2] & 0x20 != 0));
-            }
-            b"irot" if !b.is_empty() => self.irot = Some(b[0] & 3),
-            b"imir" if !b.is_empty() => self.imir = Some(b[0] & 1),
-            b"auxC" | b"auxi" => {
-                let urn = b.get(4..).unwrap_or(&[]);
-                let urn = urn.split(|&c| c == 0).next().unwrap_or(&[]);
-                self.aux_typed = true;
-                self.alpha_urn = urn == b"urn:mpeg:mpegB:cicp:systems:auxiliary:alpha"
-                    || urn == b"urn:mpeg:hevc:2015:auxid:1";
-            }
-            _ => {}
-        }
-    }
-
-    /// `_avif.c`'s `irot_imir_to_exif_orientation`.
-    fn orientation(&self) -> u8 {
-        let axis = self.imir.unwrap_or(0);
-        match (self.irot, self.imir.is_some()) {
-            (Some(1), true) => {
-                if axis != 0 {
-                    7
-                } else {
-                    5
-                }
-            }
-            (Some(1), false) => 8,
-            (Some(2), true) => {
-                if axis != 0 {
-                    4
-                } else {
-                    2
-                }
-            }
-            (Some(2), false) => 3,
-            (Some(3), true) => {
-                if axis != 0 {
-                    5
-                } else {
-                    7
-                }
-            }
-            (Some(3), false) => 6,
-            (_, true) => {
-                if axis != 0 {
-                    2
-                } else {
-                    4
-                }
-            }
-            _ => 1,
-        }
-    }
+/// Where an image's AV1 data is: one item or sample, or a grid of tile items (each with its
+/// `ispe` size).
+#[derive(Debug, Clone)]
+pub(super) enum Src<'a> {
+    One(Extents<'a>),
+    Grid {
+        rows: u32,
+        cols: u32,
+        width: u32,
+        height: u32,
+        tiles: Vec<(Extents<'a>, (u32, u32))>,
+    },
 }
 
 /// What `avifDecoderParse` learns: the size Pillow reports, where the samples are, the metadata.
@@ -173,8 +40,10 @@ impl Props {
 pub(crate) struct Parsed<'a> {
     pub width: u32,
     pub height: u32,
-    color: Vec<&'a [u8]>,
-    alpha: Option<Vec<&'a [u8]>>,
+    color: Src<'a>,
+    alpha: Option<Src<'a>>,
+    /// The (first) AV1 item's av1C says high bit depth.
+    hbd: bool,
     premultiplied: bool,
     props: Props,
     pub exif: Option<Vec<u8>>,
@@ -202,193 +71,6 @@ impl Parsed<'_> {
         }
         src
     }
-}
-
-/// `iloc`: item id -> extents (construction method 0: file offsets; 1: `idat` offsets).
-fn iloc<'a>(
-    b: &[u8],
-    file: &'a [u8],
-    idat: Option<&'a [u8]>,
-) -> Result<Vec<(u32, Extents<'a>)>, Fail> {
-    let bad = || corrupt("the 'iloc' box is malformed");
-    let version = *b.first().ok_or_else(bad)?;
-    let sizes = be16(b, 4).ok_or_else(bad)?;
-    let (off_size, len_size, base_size) = (
-        (sizes >> 12) as usize,
-        ((sizes >> 8) & 15) as usize,
-        ((sizes >> 4) & 15) as usize,
-    );
-    let index_size = if version == 1 || version == 2 {
-        (sizes & 15) as usize
-    } else {
-        0
-    };
-    let mut pos = 6;
-    let count = if version < 2 {
-        pos += 2;
-        be16(b, 4 + 2).ok_or_else(bad)? as u32
-    } else {
-        pos += 4;
-        be32(b, 6).ok_or_else(bad)?
-    };
-    let mut out = Vec::new();
-    for _ in 0..count {
-        let id = if version < 2 {
-            pos += 2;
-            be16(b, pos - 2).ok_or_else(bad)? as u32
-        } else {
-            pos += 4;
-            be32(b, pos - 4).ok_or_else(bad)?
-        };
-        let method = if version == 1 || version == 2 {
-            pos += 2;
-            be16(b, pos - 2).ok_or_else(bad)? & 15
-        } else {
-            0
-        };
-        pos += 2; // data_reference_index
-        let base = be_n(b, pos, base_size).ok_or_else(bad)?;
-        pos += base_size;
-        let n = be16(b, pos).ok_or_else(bad)?;
-        pos += 2;
-        let mut extents = Vec::new();
-        for _ in 0..n {
-            pos += index_size;
-            let off = be_n(b, pos, off_size).ok_or_else(bad)?;
-            pos += off_size;
-            let len = be_n(b, pos, len_size).ok_or_else(bad)?;
-            pos += len_size;
-            let src: &'a [u8] = match method {
-                0 => file,
-                1 => idat.ok_or_else(|| corrupt("an item is in a missing 'idat' box"))?,
-                m => {
-                    return Err(Fail::Unsupported(format!(
-                        "AVIF item construction method {m}"
-                    )));
-                }
-            };
-            let start = usize::try_from(base.saturating_add(off)).unwrap_or(usize::MAX);
-            let len = if len == 0 {
-                src.len().saturating_sub(start) as u64
-            } else {
-                len
-            };
-            let end = start.saturating_add(usize::try_from(len).unwrap_or(usize::MAX));
-            let ext = src.get(start..end).ok_or_else(|| {
-                corrupt("an item's data lies past the end of the file (truncated)")
-            })?;
-            extents.push(ext);
-        }
-        out.push((id, extents));
-    }
-    Ok(out)
-}
-
-struct Item {
-    id: u32,
-    kind: [u8; 4],
-    content_type: Vec<u8>,
-}
-
-fn iinf(b: &[u8]) -> Result<Vec<Item>, Fail> {
-    let version = *b.first().ok_or_else(|| corrupt("empty 'iinf' box"))?;
-    let skip = if version == 0 { 6 } else { 8 };
-    let mut out = Vec::new();
-    for (kind, e) in boxes(b.get(skip..).unwrap_or(&[]))? {
-        if &kind != b"infe" {
-            continue;
-        }
-        let v = *e.first().unwrap_or(&0);
-        if v < 2 {
-            continue;
-        }
-        let (id, at) = if v == 2 {
-            (be16(e, 4).map(u32::from), 8)
-        } else {
-            (be32(e, 4), 10)
-        };
-        let id = id.ok_or_else(|| corrupt("the 'infe' box is cut off"))?;
-        let kind: [u8; 4] = e
-            .get(at..at + 4)
-            .and_then(|s| s.try_into().ok())
-            .ok_or_else(|| corrupt("the 'infe' box is cut off"))?;
-        let rest = e.get(at + 4..).unwrap_or(&[]);
-        let mut strings = rest.split(|&c| c == 0);
-        let _name = strings.next();
-        let content_type = strings.next().unwrap_or(&[]).to_vec();
-        out.push(Item {
-            id,
-            kind,
-            content_type,
-        });
-    }
-    Ok(out)
-}
-
-/// `iref`: (type, from, to) triples.
-fn iref(b: &[u8]) -> Result<Vec<([u8; 4], u32, u32)>, Fail> {
-    let version = *b.first().ok_or_else(|| corrupt("empty 'iref' box"))?;
-    let w = if version == 0 { 2 } else { 4 };
-    let rd = |d: &[u8], at: usize| {
-        if w == 2 {
-            be16(d, at).map(u32::from)
-        } else {
-            be32(d, at)
-        }
-    };
-    let bad = || corrupt("the 'iref' box is malformed");
-    let mut out = Vec::new();
-    for (kind, r) in boxes(b.get(4..).unwrap_or(&[]))? {
-        let from = rd(r, 0).ok_or_else(bad)?;
-        let n = be16(r, w).ok_or_else(bad)? as usize;
-        for i in 0..n {
-            out.push((kind, from, rd(r, w + 2 + i * w).ok_or_else(bad)?));
-        }
-    }
-    Ok(out)
-}
-
-/// `iprp`: each item's properties, from `ipco` through `ipma`.
-fn iprp(b: &[u8]) -> Result<Vec<(u32, Props)>, Fail> {
-    let list = boxes(b)?;
-    let ipco = boxes(child(&list, b"ipco").ok_or_else(|| corrupt("no 'ipco' box"))?)?;
-    let mut out: Vec<(u32, Props)> = Vec::new();
-    let bad = || corrupt("the 'ipma' box is malformed");
-    for (kind, ipma) in list.iter().filter(|(k, _)| k == b"ipma") {
-        let _ = kind;
-        let version = *ipma.first().ok_or_else(bad)?;
-        let flags = be32(ipma, 0).ok_or_else(bad)? & 0xff_ffff;
-        let n = be32(ipma, 4).ok_or_else(bad)?;
-        let mut pos = 8;
-        for _ in 0..n {
-            let id = if version < 1 {
-                pos += 2;
-                be16(ipma, pos - 2).ok_or_else(bad)? as u32
-            } else {
-                pos += 4;
-                be32(ipma, pos - 4).ok_or_else(bad)?
-            };
-            let count = *ipma.get(pos).ok_or_else(bad)?;
-            pos += 1;
-            let mut props = Props::default();
-            for _ in 0..count {
-                let index = if flags & 1 != 0 {
-                    pos += 2;
-                    (be16(ipma, pos - 2).ok_or_else(bad)? & 0x7fff) as usize
-                } else {
-                    pos += 1;
-                    (*ipma.get(pos - 1).ok_or_else(bad)? & 0x7f) as usize
-                };
-                if index > 0
-                    && let Some((k, p)) = ipco.get(index - 1)
-                {
-                    props.add(k, p);
-                }
-            }
-            out.push((id, props));
-        }
-    }
-    Ok(out)
 }
 
 fn concat(parts: &[&[u8]]) -> Vec<u8> {
@@ -465,34 +147,119 @@ fn parse_items<'a>(d: &'a [u8], top: &[([u8; 4], &'a [u8])]) -> Result<Parsed<'a
         .iter()
         .find(|i| i.id == primary)
         .ok_or_else(|| corrupt("the primary item is not listed in 'iinf'"))?;
-    match &item.kind {
-        b"av01" => {}
-        b"grid" => {
-            return Err(Fail::Unsupported(
-                "AVIF whose primary image is a grid of tiles".into(),
-            ));
+    if !matches!(&item.kind, b"av01" | b"grid") {
+        return Err(Fail::Unsupported(format!(
+            "AVIF whose primary item is of type '{}'",
+            String::from_utf8_lossy(&item.kind)
+        )));
+    }
+    // avifDecoderParse: every image item (not a thumbnail, with data) needs its size.
+    for it in items
+        .iter()
+        .filter(|i| matches!(&i.kind, b"av01" | b"grid"))
+    {
+        let thumb = refs.iter().any(|(k, f, _)| k == b"thmb" && *f == it.id);
+        let empty = loc_of(it.id)
+            .map(|e| e.iter().all(|x| x.is_empty()))
+            .unwrap_or(true);
+        if thumb || empty {
+            continue;
         }
-        k => {
-            return Err(Fail::Unsupported(format!(
-                "AVIF whose primary item is of type '{}'",
-                String::from_utf8_lossy(k)
-            )));
+        match props_of(it.id).ispe {
+            Some((w, h)) if w > 0 && h > 0 => {}
+            Some(_) => return Err(corrupt(&format!("item {} has a zero size", it.id))),
+            None => return Err(corrupt(&format!("item {} has no size ('ispe')", it.id))),
         }
     }
+    let kind_of = |id: u32| items.iter().find(|i| i.id == id).map(|i| i.kind);
+    let source = |id: u32| -> Result<Src, Fail> {
+        if kind_of(id) != Some(*b"grid") {
+            return Ok(Src::One(loc_of(id)?));
+        }
+        let g = concat(&loc_of(id)?);
+        let bad = || corrupt("the grid item is malformed");
+        if g.first() != Some(&0) {
+            return Err(Fail::Unsupported("AVIF grid of an unknown version".into()));
+        }
+        let (rows, cols) = (
+            *g.get(2).ok_or_else(bad)? as u32 + 1,
+            *g.get(3).ok_or_else(bad)? as u32 + 1,
+        );
+        let (width, height, len) = if g.get(1).ok_or_else(bad)? & 1 == 0 {
+            (
+                be16(&g, 4).ok_or_else(bad)? as u32,
+                be16(&g, 6).ok_or_else(bad)? as u32,
+                8,
+            )
+        } else {
+            (
+                be32(&g, 4).ok_or_else(bad)?,
+                be32(&g, 8).ok_or_else(bad)?,
+                12,
+            )
+        };
+        if g.len() != len || width == 0 || height == 0 {
+            return Err(bad());
+        }
+        let ids: Vec<u32> = refs
+            .iter()
+            .filter(|(k, f, _)| k == b"dimg" && *f == id)
+            .map(|(_, _, t)| *t)
+            .collect();
+        // libavif: an item may be a tile of one grid, once.
+        if ids.iter().any(|t| {
+            refs.iter()
+                .filter(|(k, _, to)| k == b"dimg" && to == t)
+                .count()
+                > 1
+        }) {
+            return Err(corrupt("a grid tile is referenced twice"));
+        }
+        if ids.len() != (rows * cols) as usize {
+            return Err(corrupt("the grid's tile count differs from rows x columns"));
+        }
+        let mut tiles = Vec::new();
+        for t in ids {
+            if kind_of(t) != Some(*b"av01") {
+                return Err(corrupt("a grid tile is not an AV1 item"));
+            }
+            let size = props_of(t)
+                .ispe
+                .ok_or_else(|| corrupt("a grid tile has no size"))?;
+            tiles.push((loc_of(t)?, size));
+        }
+        Ok(Src::Grid {
+            rows,
+            cols,
+            width,
+            height,
+            tiles,
+        })
+    };
     let cprops = props_of(primary);
     let (width, height) = cprops
         .ispe
         .ok_or_else(|| corrupt("the primary item has no size ('ispe')"))?;
-    let color = loc_of(primary)?;
-    // The alpha item: an av01 item that is an 'auxl' of the color item with the alpha URN.
+    let color = source(primary)?;
+    let first_av1 = match &item.kind {
+        b"grid" => refs
+            .iter()
+            .find(|(k, f, _)| k == b"dimg" && *f == primary)
+            .map(|(_, _, t)| *t)
+            .unwrap_or(0),
+        _ => primary,
+    };
+    let hbd = props_of(first_av1).av1c.is_some_and(|(h, _)| h);
+    // The alpha item: an AV1 (or grid) item that is an 'auxl' of the color item with the alpha URN.
     let alpha_id = refs
         .iter()
         .filter(|(k, _, to)| k == b"auxl" && *to == primary)
         .map(|(_, from, _)| *from)
         .find(|&id| {
-            items.iter().any(|i| i.id == id && &i.kind == b"av01") && props_of(id).alpha_urn
+            matches!(kind_of(id), Some(k) if &k == b"av01" || &k == b"grid")
+                && props_of(id).alpha_urn
         });
-    let alpha = alpha_id.map(loc_of).transpose()?;
+    let alpha = alpha_id.map(source).transpose()?;
     let premultiplied = alpha_id.is_some_and(|a| {
         refs.iter()
             .any(|(k, f, t)| k == b"prem" && *f == primary && *t == a)
@@ -523,6 +290,7 @@ fn parse_items<'a>(d: &'a [u8], top: &[([u8; 4], &'a [u8])]) -> Result<Parsed<'a
         height,
         color,
         alpha,
+        hbd,
         premultiplied,
         props: cprops,
         exif,
@@ -642,8 +410,9 @@ fn parse_tracks<'a>(d: &'a [u8], moov: &'a [u8]) -> Result<Parsed<'a>, Fail> {
     Ok(Parsed {
         width: color.width,
         height: color.height,
-        color: color.first_sample.into_iter().collect(),
-        alpha: alpha.map(|a| a.first_sample.into_iter().collect()),
+        color: Src::One(color.first_sample.into_iter().collect()),
+        alpha: alpha.map(|a| Src::One(a.first_sample.into_iter().collect())),
+        hbd: color.props.av1c.is_some_and(|(h, _)| h),
         premultiplied: alpha.is_some_and(|a| color.prem_by == a.id),
         props: color.props.clone(),
         exif: None,
@@ -660,14 +429,12 @@ fn has_auxi(t: &Track) -> bool {
 /// Decodes the first frame into PIL's mode ("RGBA", "L" or "RGB").
 pub(crate) fn decode(d: &[u8], max_pixels: u64) -> Result<Raster, Fail> {
     let p = parse(d)?;
-    if let Some((hbd, _)) = p.props.av1c
-        && hbd
-    {
+    if p.hbd {
         return Err(Fail::Unsupported(
             "AVIF with 10/12-bit samples (glm5v reads 8-bit AVIF)".into(),
         ));
     }
-    let color = av1::decode(&concat(&p.color), max_pixels)?;
+    let color = decode_src(&p.color, false, max_pixels)?;
     if (color.width, color.height) != (p.width as usize, p.height as usize) {
         return Err(corrupt(&format!(
             "the header says {}x{} but the AV1 frame is {}x{}",
@@ -676,7 +443,7 @@ pub(crate) fn decode(d: &[u8], max_pixels: u64) -> Result<Raster, Fail> {
     }
     let alpha = match &p.alpha {
         Some(parts) => {
-            let a = av1::decode(&concat(parts), max_pixels)?;
+            let a = decode_src(parts, true, max_pixels)?;
             if (a.width, a.height) != (color.width, color.height) {
                 return Err(corrupt(
                     "the alpha image's size differs from the color image's",
