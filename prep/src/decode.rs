@@ -36,8 +36,11 @@
 //! - SGI, PCX, DCX (the first page), Sun raster, XBM, XPM, MSP, IM, IMT and DIB: read as their
 //!   Pillow plugins and C decoders read them, one file each (`sgi.rs`, `pcx.rs`, `sun.rs`,
 //!   `xbm.rs`, `xpm.rs`, `msp.rs`, `im.rs`, `dib.rs` through `bmp.rs`; `legacy.rs` routes them).
+//! - AVIF: the container read here, AV1 through rav1d (a Rust port of dav1d, which Pillow's
+//!   libavif uses), YUV to RGB with libyuv's and libavif's arithmetic as Pillow's wheel runs it
+//!   (`avif.rs`, `avif_yuv.rs`, `avif_yuv16.rs`, `avif_grid.rs`).
 //!
-//! Files of the other formats PIL opens (AVIF, BLP, ...) are refused with an error
+//! Files of the other formats PIL opens (BLP, ...) are refused with an error
 //! naming the format (`other.rs`), not as "not a supported image".
 //!
 //! [`probe`] reads only the header; [`load_image`] runs the same header check first, so an image
@@ -49,6 +52,7 @@ mod avif;
 mod avif_box;
 mod avif_grid;
 mod avif_yuv;
+mod avif_yuv16;
 mod bmp;
 mod cur;
 mod dds;
@@ -166,7 +170,7 @@ pub struct ImageHeader {
     pub height: u32,
     /// PIL's format name: "PNG", "JPEG", "GIF", "BMP", "WEBP", "TIFF", "QOI", "PPM", "TGA", "ICO",
     /// "CUR", "DDS", "PSD", "SGI", "PCX", "DCX", "SUN", "XBM", "XPM", "MSP", "IM", "IMT", "DIB",
-    /// "JPEG2000" or "ICNS".
+    /// "JPEG2000", "ICNS" or "AVIF".
     pub format: &'static str,
     /// EXIF orientation 1-8 (1 when absent).
     pub orientation: u8,

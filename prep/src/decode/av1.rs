@@ -38,14 +38,19 @@ impl Layout {
     }
 }
 
-/// An 8-bit decoded frame, planes tightly packed.
+/// A decoded frame, planes tightly packed: `y`/`u`/`v` for 8-bit samples, `y16`/`u16`/`v16`
+/// for 10- and 12-bit ones (the other set empty).
 pub(crate) struct Frame {
     pub width: usize,
     pub height: usize,
     pub layout: Layout,
+    pub depth: u8,
     pub y: Vec<u8>,
     pub u: Vec<u8>,
     pub v: Vec<u8>,
+    pub y16: Vec<u16>,
+    pub u16: Vec<u16>,
+    pub v16: Vec<u16>,
     /// The sequence header's colour description: primaries, transfer, matrix, full range.
     pub cicp: (u8, u8, u8, bool),
 }
@@ -146,11 +151,9 @@ fn decode_inner(sample: &[u8], max_pixels: u64) -> Result<Frame, Fail> {
             return Err(corrupt("the sample holds no complete frame (truncated)"));
         }
         let p = &pic.0;
-        if p.p.bpc != 8 {
-            return Err(Fail::Unsupported(format!(
-                "AVIF with {}-bit samples (glm5v reads 8-bit AVIF)",
-                p.p.bpc
-            )));
+        let depth = p.p.bpc;
+        if !matches!(depth, 8 | 10 | 12) {
+            return Err(corrupt("unknown bit depth"));
         }
         let layout = match p.p.layout {
             DAV1D_PIXEL_LAYOUT_I400 => Layout::I400,
@@ -171,35 +174,55 @@ fn decode_inner(sample: &[u8], max_pixels: u64) -> Result<Frame, Fail> {
             seq.mtrx as u8,
             seq.color_range != 0,
         );
-        let plane = |i: usize, pw: usize, ph: usize| -> Result<Vec<u8>, Fail> {
+        // Each plane row by row: `bytes` per sample (2 above 8 bits, native-endian u16).
+        let rows = |i: usize, pw: usize, ph: usize, bytes: usize| -> Result<Vec<u8>, Fail> {
             let stride = p.stride[if i == 0 { 0 } else { 1 }];
             let base = p.data[i].ok_or_else(|| corrupt("missing plane"))?;
-            if stride < pw as isize {
+            if stride < (pw * bytes) as isize {
                 return Err(corrupt("plane stride below its width"));
             }
             let mut out = Vec::new();
-            out.try_reserve_exact(pw * ph).map_err(|_| Fail::Limits)?;
+            out.try_reserve_exact(pw * ph * bytes)
+                .map_err(|_| Fail::Limits)?;
             for row in 0..ph {
                 let ptr = base.as_ptr().cast::<u8>().offset(row as isize * stride);
-                out.extend_from_slice(std::slice::from_raw_parts(ptr, pw));
+                out.extend_from_slice(std::slice::from_raw_parts(ptr, pw * bytes));
             }
             Ok(out)
         };
-        let y = plane(0, w, h)?;
         let (cw, ch) = layout.chroma_dims(w, h);
-        let (u, v) = if layout == Layout::I400 {
-            (Vec::new(), Vec::new())
-        } else {
-            (plane(1, cw, ch)?, plane(2, cw, ch)?)
-        };
-        Ok(Frame {
+        let chroma = layout != Layout::I400;
+        let mut f = Frame {
             width: w,
             height: h,
             layout,
-            y,
-            u,
-            v,
+            depth: depth as u8,
+            y: Vec::new(),
+            u: Vec::new(),
+            v: Vec::new(),
+            y16: Vec::new(),
+            u16: Vec::new(),
+            v16: Vec::new(),
             cicp,
-        })
+        };
+        if depth == 8 {
+            f.y = rows(0, w, h, 1)?;
+            if chroma {
+                f.u = rows(1, cw, ch, 1)?;
+                f.v = rows(2, cw, ch, 1)?;
+            }
+        } else {
+            let wide = |b: Vec<u8>| -> Vec<u16> {
+                b.chunks_exact(2)
+                    .map(|c| u16::from_ne_bytes([c[0], c[1]]))
+                    .collect()
+            };
+            f.y16 = wide(rows(0, w, h, 2)?);
+            if chroma {
+                f.u16 = wide(rows(1, cw, ch, 2)?);
+                f.v16 = wide(rows(2, cw, ch, 2)?);
+            }
+        }
+        Ok(f)
     }
 }

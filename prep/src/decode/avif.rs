@@ -6,14 +6,15 @@
 //! not rotated here: `irot`/`imir` become the EXIF orientation (as `_avif.c` reports them), and
 //! `exif_transpose` applies it.
 //!
-//! Grids of tiles are put together as libavif does (`avif_grid.rs`). Refused by name: primary
-//! items other than av01 and grid, 10/12-bit samples, and
-//! matrix coefficients libyuv has no constants for (libavif's float path).
+//! Grids of tiles are put together as libavif does (`avif_grid.rs`); 10/12-bit samples follow
+//! libavif's high-bit-depth paths (`avif_yuv16.rs`). Refused by name: primary items other than
+//! av01 and grid, and matrix coefficients libyuv has no constants for (libavif's float path).
 
 use super::Fail;
 use super::avif_box::{Extents, Props, be16, be32, be64, boxes, child, iinf, iloc, iprp, iref};
 use super::avif_grid::decode_src;
 use super::avif_yuv;
+use super::avif_yuv16;
 use super::exif::OrientationSources;
 use super::modes::{Raster, Transparency};
 
@@ -42,8 +43,6 @@ pub(crate) struct Parsed<'a> {
     pub height: u32,
     color: Src<'a>,
     alpha: Option<Src<'a>>,
-    /// The (first) AV1 item's av1C says high bit depth.
-    hbd: bool,
     premultiplied: bool,
     props: Props,
     pub exif: Option<Vec<u8>>,
@@ -223,9 +222,13 @@ fn parse_items<'a>(d: &'a [u8], top: &[([u8; 4], &'a [u8])]) -> Result<Parsed<'a
             if kind_of(t) != Some(*b"av01") {
                 return Err(corrupt("a grid tile is not an AV1 item"));
             }
-            let size = props_of(t)
-                .ispe
-                .ok_or_else(|| corrupt("a grid tile has no size"))?;
+            let tp = props_of(t);
+            if tp.unsupported_essential {
+                return Err(Fail::Unsupported(
+                    "AVIF grid tile with an essential property libavif does not read".into(),
+                ));
+            }
+            let size = tp.ispe.ok_or_else(|| corrupt("a grid tile has no size"))?;
             tiles.push((loc_of(t)?, size));
         }
         Ok(Src::Grid {
@@ -237,19 +240,15 @@ fn parse_items<'a>(d: &'a [u8], top: &[([u8; 4], &'a [u8])]) -> Result<Parsed<'a
         })
     };
     let cprops = props_of(primary);
+    if cprops.unsupported_essential {
+        return Err(Fail::Unsupported(
+            "AVIF whose primary item has an essential property libavif does not read".into(),
+        ));
+    }
     let (width, height) = cprops
         .ispe
         .ok_or_else(|| corrupt("the primary item has no size ('ispe')"))?;
     let color = source(primary)?;
-    let first_av1 = match &item.kind {
-        b"grid" => refs
-            .iter()
-            .find(|(k, f, _)| k == b"dimg" && *f == primary)
-            .map(|(_, _, t)| *t)
-            .unwrap_or(0),
-        _ => primary,
-    };
-    let hbd = props_of(first_av1).av1c.is_some_and(|(h, _)| h);
     // The alpha item: an AV1 (or grid) item that is an 'auxl' of the color item with the alpha URN.
     let alpha_id = refs
         .iter()
@@ -258,6 +257,7 @@ fn parse_items<'a>(d: &'a [u8], top: &[([u8; 4], &'a [u8])]) -> Result<Parsed<'a
         .find(|&id| {
             matches!(kind_of(id), Some(k) if &k == b"av01" || &k == b"grid")
                 && props_of(id).alpha_urn
+                && !props_of(id).unsupported_essential
         });
     let alpha = alpha_id.map(source).transpose()?;
     let premultiplied = alpha_id.is_some_and(|a| {
@@ -290,7 +290,6 @@ fn parse_items<'a>(d: &'a [u8], top: &[([u8; 4], &'a [u8])]) -> Result<Parsed<'a
         height,
         color,
         alpha,
-        hbd,
         premultiplied,
         props: cprops,
         exif,
@@ -412,7 +411,6 @@ fn parse_tracks<'a>(d: &'a [u8], moov: &'a [u8]) -> Result<Parsed<'a>, Fail> {
         height: color.height,
         color: Src::One(color.first_sample.into_iter().collect()),
         alpha: alpha.map(|a| Src::One(a.first_sample.into_iter().collect())),
-        hbd: color.props.av1c.is_some_and(|(h, _)| h),
         premultiplied: alpha.is_some_and(|a| color.prem_by == a.id),
         props: color.props.clone(),
         exif: None,
@@ -429,11 +427,6 @@ fn has_auxi(t: &Track) -> bool {
 /// Decodes the first frame into PIL's mode ("RGBA", "L" or "RGB").
 pub(crate) fn decode(d: &[u8], max_pixels: u64) -> Result<Raster, Fail> {
     let p = parse(d)?;
-    if p.hbd {
-        return Err(Fail::Unsupported(
-            "AVIF with 10/12-bit samples (glm5v reads 8-bit AVIF)".into(),
-        ));
-    }
     let color = decode_src(&p.color, false, max_pixels)?;
     if (color.width, color.height) != (p.width as usize, p.height as usize) {
         return Err(corrupt(&format!(
@@ -444,17 +437,24 @@ pub(crate) fn decode(d: &[u8], max_pixels: u64) -> Result<Raster, Fail> {
     let alpha = match &p.alpha {
         Some(parts) => {
             let a = decode_src(parts, true, max_pixels)?;
-            if (a.width, a.height) != (color.width, color.height) {
+            if (a.width, a.height, a.depth) != (color.width, color.height, color.depth) {
                 return Err(corrupt(
-                    "the alpha image's size differs from the color image's",
+                    "the alpha image's size or bit depth differs from the color image's",
                 ));
             }
-            let mut plane = a.y;
+            let mut plane: Vec<u16> = if a.depth == 8 {
+                a.y.iter().map(|&v| v as u16).collect()
+            } else {
+                a.y16
+            };
             if !a.cicp.3 {
-                // Limited-range alpha (allowed by AVIF 1.0.0) is widened as libavif does.
+                // Limited-range alpha (allowed by AVIF 1.0.0) is widened as libavif does
+                // (`avifLimitedToFullY`).
+                let sh = a.depth as i32 - 8;
+                let (lo, hi, top) = (16 << sh, 235 << sh, (1 << a.depth) - 1);
                 for v in &mut plane {
-                    let x = ((*v as i32 - 16) * 255 + 219 / 2) / 219;
-                    *v = x.clamp(0, 255) as u8;
+                    let x = ((*v as i32 - lo) * top + (hi - lo) / 2) / (hi - lo);
+                    *v = x.clamp(0, top) as u16;
                 }
             }
             Some(plane)
@@ -463,16 +463,31 @@ pub(crate) fn decode(d: &[u8], max_pixels: u64) -> Result<Raster, Fail> {
     };
     // The colr nclx box wins over the sequence header (libavif).
     let (cp, _tc, mc, full) = p.props.nclx.unwrap_or(color.cicp);
-    let planes = avif_yuv::Planes {
-        width: color.width,
-        height: color.height,
-        layout: color.layout,
-        y: &color.y,
-        u: &color.u,
-        v: &color.v,
-        alpha: alpha.as_deref(),
+    let pixels = if color.depth == 8 {
+        let alpha8: Option<Vec<u8>> = alpha.map(|a| a.iter().map(|&v| v as u8).collect());
+        let planes = avif_yuv::Planes {
+            width: color.width,
+            height: color.height,
+            layout: color.layout,
+            y: &color.y,
+            u: &color.u,
+            v: &color.v,
+            alpha: alpha8.as_deref(),
+        };
+        avif_yuv::convert(&planes, mc, cp, full, p.premultiplied)?
+    } else {
+        let planes = avif_yuv16::Planes16 {
+            width: color.width,
+            height: color.height,
+            layout: color.layout,
+            depth: color.depth,
+            y: &color.y16,
+            u: &color.u16,
+            v: &color.v16,
+            alpha: alpha.as_deref(),
+        };
+        avif_yuv16::convert(&planes, mc, cp, full, p.premultiplied)?
     };
-    let pixels = avif_yuv::convert(&planes, mc, cp, full, p.premultiplied)?;
     Ok(Raster {
         width: p.width,
         height: p.height,

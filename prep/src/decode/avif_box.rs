@@ -80,11 +80,11 @@ pub(super) struct Props {
     pub ispe: Option<(u32, u32)>,
     /// colr nclx: primaries, transfer, matrix, full range.
     pub nclx: Option<(u8, u8, u8, bool)>,
-    /// av1C: high bit depth, 12-bit, monochrome.
-    pub av1c: Option<(bool, bool)>,
     pub irot: Option<u8>,
     pub imir: Option<u8>,
     pub alpha_urn: bool,
+    /// An essential property libavif does not read is associated (libavif skips the item).
+    pub unsupported_essential: bool,
     /// An `auxC`/`auxi` box was seen.
     pub aux_typed: bool,
 }
@@ -99,9 +99,6 @@ impl Props {
             }
             b"colr" if b.get(0..4) == Some(b"nclx") && b.len() >= 11 && self.nclx.is_none() => {
                 self.nclx = Some((b[5], b[7], b[9], b[10] & 0x80 != 0));
-            }
-            b"av1C" if b.len() >= 4 => {
-                self.av1c = Some((b[2] & 0x40 != 0, b[2] & 0x20 != 0));
             }
             b"irot" if !b.is_empty() => self.irot = Some(b[0] & 3),
             b"imir" if !b.is_empty() => self.imir = Some(b[0] & 1),
@@ -301,6 +298,13 @@ pub(super) fn iref(b: &[u8]) -> Result<Vec<([u8; 4], u32, u32)>, Fail> {
 }
 
 /// `iprp`: each item's properties, from `ipco` through `ipma`.
+/// The item properties libavif 1.4.2 parses; an essential property outside this list makes it
+/// skip the item.
+const KNOWN: &[&[u8; 4]] = &[
+    b"ispe", b"auxC", b"auxi", b"colr", b"av1C", b"av2C", b"pasp", b"clap", b"irot", b"imir",
+    b"pixi", b"a1op", b"lsel", b"a1lx", b"clli",
+];
+
 pub(super) fn iprp(b: &[u8]) -> Result<Vec<(u32, Props)>, Fail> {
     let list = boxes(b)?;
     let ipco = boxes(child(&list, b"ipco").ok_or_else(|| corrupt("no 'ipco' box"))?)?;
@@ -324,17 +328,38 @@ pub(super) fn iprp(b: &[u8]) -> Result<Vec<(u32, Props)>, Fail> {
             pos += 1;
             let mut props = Props::default();
             for _ in 0..count {
-                let index = if flags & 1 != 0 {
+                let (essential, index) = if flags & 1 != 0 {
                     pos += 2;
-                    (be16(ipma, pos - 2).ok_or_else(bad)? & 0x7fff) as usize
+                    let v = be16(ipma, pos - 2).ok_or_else(bad)?;
+                    (v & 0x8000 != 0, (v & 0x7fff) as usize)
                 } else {
                     pos += 1;
-                    (*ipma.get(pos - 1).ok_or_else(bad)? & 0x7f) as usize
+                    let v = *ipma.get(pos - 1).ok_or_else(bad)?;
+                    (v & 0x80 != 0, (v & 0x7f) as usize)
                 };
-                if index > 0
-                    && let Some((k, p)) = ipco.get(index - 1)
-                {
+                if index == 0 {
+                    if essential {
+                        return Err(corrupt("'ipma' marks the empty property essential"));
+                    }
+                    continue;
+                }
+                let (k, p) = ipco
+                    .get(index - 1)
+                    .ok_or_else(|| corrupt("'ipma' names a property past the 'ipco' list"))?;
+                // libavif's rules on the essential flag of the properties it reads.
+                if KNOWN.contains(&k) {
+                    if essential && k == b"a1lx" {
+                        return Err(corrupt("an 'a1lx' property is marked essential"));
+                    }
+                    if !essential && matches!(k, b"a1op" | b"lsel" | b"clap" | b"irot" | b"imir") {
+                        return Err(corrupt(&format!(
+                            "a '{}' property is not marked essential",
+                            String::from_utf8_lossy(k)
+                        )));
+                    }
                     props.add(k, p);
+                } else if essential {
+                    props.unsupported_essential = true;
                 }
             }
             out.push((id, props));

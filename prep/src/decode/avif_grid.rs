@@ -10,6 +10,14 @@ use super::avif::Src;
 /// A sequence header's primaries, transfer, matrix and full-range flag.
 type Cicp = (u8, u8, u8, bool);
 
+/// `n` zeroed samples, or `Fail::Limits` when they cannot be allocated.
+fn zeros<T: Copy + Default>(n: usize) -> Result<Vec<T>, Fail> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Fail::Limits)?;
+    v.resize(n, T::default());
+    Ok(v)
+}
+
 fn corrupt(what: &str) -> Fail {
     Fail::Corrupt(format!("AVIF: {what}"))
 }
@@ -43,7 +51,7 @@ pub(super) fn decode_src(src: &Src, alpha: bool, max_pixels: u64) -> Result<av1:
     let grid_err = |what: &str| corrupt(&format!("invalid grid: {what}"));
     let mut out: Option<av1::Frame> = None;
     // The first tile's size, layout and colour description: every tile must match them.
-    let mut first: Option<(usize, usize, av1::Layout, Cicp)> = None;
+    let mut first: Option<(usize, usize, av1::Layout, u8, Cicp)> = None;
     for (i, (parts, (iw, ih))) in tiles.iter().enumerate() {
         let t = av1::decode(&concat(parts), max_pixels)?;
         if (t.width, t.height) != (*iw as usize, *ih as usize) {
@@ -72,27 +80,36 @@ pub(super) fn decode_src(src: &Src, alpha: bool, max_pixels: u64) -> Result<av1:
                 {
                     return Err(grid_err("odd sizes with subsampled chroma"));
                 }
-                first = Some((tw, th, t.layout, t.cicp));
+                first = Some((tw, th, t.layout, t.depth, t.cicp));
                 let (cw, ch) = t.layout.chroma_dims(width, height);
-                let zeros = |n: usize| -> Result<Vec<u8>, Fail> {
-                    let mut v = Vec::new();
-                    v.try_reserve_exact(n).map_err(|_| Fail::Limits)?;
-                    v.resize(n, 0);
-                    Ok(v)
-                };
                 let chroma = !alpha && t.layout != av1::Layout::I400;
+                let (hi, n, cn) = (t.depth > 8, width * height, cw * ch);
+                let (n8, c8) = if hi {
+                    (0, 0)
+                } else {
+                    (n, if chroma { cn } else { 0 })
+                };
+                let (n16, c16) = if hi {
+                    (n, if chroma { cn } else { 0 })
+                } else {
+                    (0, 0)
+                };
                 out = Some(av1::Frame {
                     width,
                     height,
                     layout: t.layout,
-                    y: zeros(width * height)?,
-                    u: if chroma { zeros(cw * ch)? } else { Vec::new() },
-                    v: if chroma { zeros(cw * ch)? } else { Vec::new() },
+                    depth: t.depth,
+                    y: zeros(n8)?,
+                    u: zeros(c8)?,
+                    v: zeros(c8)?,
+                    y16: zeros(n16)?,
+                    u16: zeros(c16)?,
+                    v16: zeros(c16)?,
                     cicp: t.cicp,
                 });
             }
             Some(f) => {
-                if (tw, th, t.layout, t.cicp) != f {
+                if (tw, th, t.layout, t.depth, t.cicp) != f {
                     return Err(grid_err("mismatched tiles"));
                 }
             }
@@ -103,7 +120,8 @@ pub(super) fn decode_src(src: &Src, alpha: bool, max_pixels: u64) -> Result<av1:
         let (x0, y0) = ((i % cols) * tw, (i / cols) * th);
         let (w, h) = (tw.min(width - x0), th.min(height - y0));
         copy_rect(&t.y, tw, &mut o.y, width, x0, y0, w, h);
-        if !o.u.is_empty() {
+        copy_rect(&t.y16, tw, &mut o.y16, width, x0, y0, w, h);
+        if !o.u.is_empty() || !o.u16.is_empty() {
             let (sx, sy) = match t.layout {
                 av1::Layout::I420 => (1, 1),
                 av1::Layout::I422 => (1, 0),
@@ -115,6 +133,8 @@ pub(super) fn decode_src(src: &Src, alpha: bool, max_pixels: u64) -> Result<av1:
             let (cw, ch) = ((w + sx) >> sx, (h + sy) >> sy);
             copy_rect(&t.u, tcw, &mut o.u, ocw, cx, cy, cw, ch);
             copy_rect(&t.v, tcw, &mut o.v, ocw, cx, cy, cw, ch);
+            copy_rect(&t.u16, tcw, &mut o.u16, ocw, cx, cy, cw, ch);
+            copy_rect(&t.v16, tcw, &mut o.v16, ocw, cx, cy, cw, ch);
         }
     }
     out.ok_or_else(|| grid_err("no tiles"))
@@ -123,10 +143,10 @@ pub(super) fn decode_src(src: &Src, alpha: bool, max_pixels: u64) -> Result<av1:
 /// Copies a `w` x `h` block from the top left of `src` (row length `sw`) to (`x`, `y`) in `dst`
 /// (row length `dw`); rows that do not fit are skipped (sizes were checked before).
 #[allow(clippy::too_many_arguments)]
-fn copy_rect(
-    src: &[u8],
+fn copy_rect<T: Copy>(
+    src: &[T],
     sw: usize,
-    dst: &mut [u8],
+    dst: &mut [T],
     dw: usize,
     x: usize,
     y: usize,

@@ -87,7 +87,13 @@ fn clamp8(v: i32) -> u8 {
 /// libyuv's `YuvPixel` (x86 layout of the constants): R, G, B.
 #[inline]
 fn yuv_pixel(y: u8, u: u8, v: u8, c: &Coeffs) -> [u8; 3] {
-    let y32 = y as u32 * 0x0101;
+    yuv_pixel_y32(y as u32 * 0x0101, u, v, c)
+}
+
+/// `CALC_RGB16` and the final `Clamp(x >> 6)` from a 16-bit luma (`YuvPixel10`/`12` widen the
+/// luma to 16 bits and narrow the chroma to 8 before it).
+#[inline]
+pub(crate) fn yuv_pixel_y32(y32: u32, u: u8, v: u8, c: &Coeffs) -> [u8; 3] {
     let y1 = ((y32.wrapping_mul(c.yg as u32)) >> 16) as i32 + c.yb;
     let ui = u as i32 - 128;
     let vi = v as i32 - 128;
@@ -97,43 +103,71 @@ fn yuv_pixel(y: u8, u: u8, v: u8, c: &Coeffs) -> [u8; 3] {
     [clamp8(r >> 6), clamp8(g >> 6), clamp8(b >> 6)]
 }
 
+/// A plane sample: 8-bit, or 10/12-bit in a u16 (libyuv's 16-bit scalers use the same taps).
+pub(crate) trait Sample: Copy + Default {
+    fn u(self) -> u32;
+    fn of(v: u32) -> Self;
+    /// Neutral chroma.
+    const MID: Self;
+}
+
+impl Sample for u8 {
+    fn u(self) -> u32 {
+        self as u32
+    }
+    fn of(v: u32) -> Self {
+        v as u8
+    }
+    const MID: u8 = 128;
+}
+
+impl Sample for u16 {
+    fn u(self) -> u32 {
+        self as u32
+    }
+    fn of(v: u32) -> Self {
+        v as u16
+    }
+    const MID: u16 = 512;
+}
+
 /// `ScaleRowUp2_Linear_Any`: a chroma row to `width` samples (3:1 taps, ends copied).
-fn up_linear(src: &[u8], dst: &mut [u8]) {
+fn up_linear<T: Sample>(src: &[T], dst: &mut [T]) {
     let w = dst.len();
     if w == 0 {
         return;
     }
-    let s = |i: usize| src.get(i).copied().unwrap_or(0) as u32;
-    dst[0] = s(0) as u8;
+    let s = |i: usize| src.get(i).map_or(0, |v| v.u());
+    dst[0] = T::of(s(0));
     let work = (w - 1) & !1;
     for k in 0..work / 2 {
-        dst[1 + 2 * k] = ((3 * s(k) + s(k + 1) + 2) >> 2) as u8;
-        dst[2 + 2 * k] = ((s(k) + 3 * s(k + 1) + 2) >> 2) as u8;
+        dst[1 + 2 * k] = T::of((3 * s(k) + s(k + 1) + 2) >> 2);
+        dst[2 + 2 * k] = T::of((s(k) + 3 * s(k + 1) + 2) >> 2);
     }
-    dst[w - 1] = s((w - 1) / 2) as u8;
+    dst[w - 1] = T::of(s((w - 1) / 2));
 }
 
 /// `ScaleRowUp2_Bilinear_Any`: two chroma rows `a` (nearer `da`) and `b` to two output rows.
-fn up_bilinear(a: &[u8], b: &[u8], da: &mut [u8], db: &mut [u8]) {
+fn up_bilinear<T: Sample>(a: &[T], b: &[T], da: &mut [T], db: &mut [T]) {
     let w = da.len();
     if w == 0 {
         return;
     }
-    let s = |i: usize| a.get(i).copied().unwrap_or(0) as u32;
-    let t = |i: usize| b.get(i).copied().unwrap_or(0) as u32;
-    da[0] = ((3 * s(0) + t(0) + 2) >> 2) as u8;
-    db[0] = ((s(0) + 3 * t(0) + 2) >> 2) as u8;
+    let s = |i: usize| a.get(i).map_or(0, |v| v.u());
+    let t = |i: usize| b.get(i).map_or(0, |v| v.u());
+    da[0] = T::of((3 * s(0) + t(0) + 2) >> 2);
+    db[0] = T::of((s(0) + 3 * t(0) + 2) >> 2);
     let work = (w - 1) & !1;
     for k in 0..work / 2 {
         let (s0, s1, t0, t1) = (s(k), s(k + 1), t(k), t(k + 1));
-        da[1 + 2 * k] = ((s0 * 9 + s1 * 3 + t0 * 3 + t1 + 8) >> 4) as u8;
-        da[2 + 2 * k] = ((s0 * 3 + s1 * 9 + t0 + t1 * 3 + 8) >> 4) as u8;
-        db[1 + 2 * k] = ((s0 * 3 + s1 + t0 * 9 + t1 * 3 + 8) >> 4) as u8;
-        db[2 + 2 * k] = ((s0 + s1 * 3 + t0 * 3 + t1 * 9 + 8) >> 4) as u8;
+        da[1 + 2 * k] = T::of((s0 * 9 + s1 * 3 + t0 * 3 + t1 + 8) >> 4);
+        da[2 + 2 * k] = T::of((s0 * 3 + s1 * 9 + t0 + t1 * 3 + 8) >> 4);
+        db[1 + 2 * k] = T::of((s0 * 3 + s1 + t0 * 9 + t1 * 3 + 8) >> 4);
+        db[2 + 2 * k] = T::of((s0 + s1 * 3 + t0 * 3 + t1 * 9 + 8) >> 4);
     }
     let l = (w - 1) / 2;
-    da[w - 1] = ((3 * s(l) + t(l) + 2) >> 2) as u8;
-    db[w - 1] = ((s(l) + 3 * t(l) + 2) >> 2) as u8;
+    da[w - 1] = T::of((3 * s(l) + t(l) + 2) >> 2);
+    db[w - 1] = T::of((s(l) + 3 * t(l) + 2) >> 2);
 }
 
 /// The planes of one 8-bit frame (tightly packed) and its alpha, if any (full range).
@@ -148,53 +182,62 @@ pub(crate) struct Planes<'a> {
 }
 
 /// The full-resolution chroma rows libyuv feeds its `I444` row function for each output row.
-fn for_each_row(p: &Planes, mut f: impl FnMut(usize, &[u8], &[u8])) {
-    let (w, h) = (p.width, p.height);
-    let (cw, _) = p.layout.chroma_dims(w, h);
-    fn row(plane: &[u8], r: usize, cw: usize) -> &[u8] {
+pub(crate) fn for_each_row<T: Sample>(
+    (w, h, layout): (usize, usize, Layout),
+    pu: &[T],
+    pv: &[T],
+    mut f: impl FnMut(usize, &[T], &[T]),
+) {
+    let (cw, _) = layout.chroma_dims(w, h);
+    fn row<T>(plane: &[T], r: usize, cw: usize) -> &[T] {
         let start = (r * cw).min(plane.len());
         let end = (start + cw).min(plane.len());
         &plane[start..end]
     }
     let up = |plane, r| row(plane, r, cw);
-    let (mut u1, mut v1, mut u2, mut v2) = (vec![0u8; w], vec![0u8; w], vec![0u8; w], vec![0u8; w]);
-    match p.layout {
+    let (mut u1, mut v1, mut u2, mut v2) = (
+        vec![T::default(); w],
+        vec![T::default(); w],
+        vec![T::default(); w],
+        vec![T::default(); w],
+    );
+    match layout {
         Layout::I444 => {
             for r in 0..h {
-                f(r, up(p.u, r), up(p.v, r));
+                f(r, up(pu, r), up(pv, r));
             }
         }
         Layout::I422 => {
             for r in 0..h {
-                up_linear(up(p.u, r), &mut u1);
-                up_linear(up(p.v, r), &mut v1);
+                up_linear(up(pu, r), &mut u1);
+                up_linear(up(pv, r), &mut v1);
                 f(r, &u1, &v1);
             }
         }
         Layout::I420 => {
             // I420To*MatrixBilinear: row 0 from chroma row 0 (linear), then pairs of rows from
             // two chroma rows (bilinear), then for an even height the last row (linear).
-            up_linear(up(p.u, 0), &mut u1);
-            up_linear(up(p.v, 0), &mut v1);
+            up_linear(up(pu, 0), &mut u1);
+            up_linear(up(pv, 0), &mut v1);
             f(0, &u1, &v1);
             let mut c = 0;
             let mut y = 0;
             while y + 2 < h {
-                up_bilinear(up(p.u, c), up(p.u, c + 1), &mut u1, &mut u2);
-                up_bilinear(up(p.v, c), up(p.v, c + 1), &mut v1, &mut v2);
+                up_bilinear(up(pu, c), up(pu, c + 1), &mut u1, &mut u2);
+                up_bilinear(up(pv, c), up(pv, c + 1), &mut v1, &mut v2);
                 f(y + 1, &u1, &v1);
                 f(y + 2, &u2, &v2);
                 c += 1;
                 y += 2;
             }
             if h % 2 == 0 && h >= 2 {
-                up_linear(up(p.u, c), &mut u1);
-                up_linear(up(p.v, c), &mut v1);
+                up_linear(up(pu, c), &mut u1);
+                up_linear(up(pv, c), &mut v1);
                 f(h - 1, &u1, &v1);
             }
         }
         Layout::I400 => {
-            let mid = vec![128u8; w];
+            let mid = vec![T::MID; w];
             for r in 0..h {
                 f(r, &mid, &mid);
             }
@@ -230,7 +273,7 @@ pub(crate) fn convert(
     let mut out = Vec::new();
     out.try_reserve_exact(n * ch).map_err(|_| Fail::Limits)?;
     out.resize(n * ch, 0);
-    for_each_row(p, |r, u, v| {
+    for_each_row((w, h, p.layout), p.u, p.v, |r, u, v| {
         let yrow = &p.y[r * w..r * w + w];
         let orow = &mut out[r * w * ch..(r + 1) * w * ch];
         for x in 0..w {
@@ -268,7 +311,7 @@ fn inv_alpha(a: u32) -> u32 {
 
 /// `ARGBUnattenuate` as libyuv's x86 SIMD rows compute it: `((f | f << 8) * ia) >> 16`,
 /// clamped to 255.
-fn unattenuate(rgba: &mut [u8]) {
+pub(crate) fn unattenuate(rgba: &mut [u8]) {
     for px in rgba.chunks_exact_mut(4) {
         let ia = inv_alpha(px[3] as u32);
         for c in &mut px[..3] {
@@ -282,6 +325,17 @@ fn unattenuate(rgba: &mut [u8]) {
 /// `Y = (y - biasY) / rangeY` in f32. Fails (as libavif's `avifGetYUVColorSpaceInfo` does) for
 /// the matrix codes it does not read.
 fn gray(p: &Planes, mc: u8, full: bool) -> Result<Vec<u8>, Fail> {
+    gray_check(mc, full)?;
+    let n = p.width * p.height;
+    let table: Vec<u8> = (0..=255u16).map(|v| gray_value(v, 8, full)).collect();
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).map_err(|_| Fail::Limits)?;
+    out.extend(p.y[..n].iter().map(|&v| table[v as usize]));
+    Ok(out)
+}
+
+/// libavif's `avifGetYUVColorSpaceInfo` refusals (the matrix codes it does not read).
+pub(crate) fn gray_check(mc: u8, full: bool) -> Result<(), Fail> {
     // Reserved 3, the constant-luminance and ICtCp codes, codes past 17, YCgCo in limited
     // range, and YCgCo-Re/Ro (which need a 10/9-bit source for 8-bit output).
     if matches!(mc, 3 | 10 | 11 | 13 | 14 | 16 | 17) || mc >= 18 || (mc == 8 && !full) {
@@ -289,20 +343,19 @@ fn gray(p: &Planes, mc: u8, full: bool) -> Result<Vec<u8>, Fail> {
             "AVIF with matrix coefficients {mc}: libavif refuses to convert it"
         )));
     }
+    Ok(())
+}
+
+/// One gray value of the float path at `depth` bits: `Y = (min(v, max) - biasY) / rangeY`,
+/// `(u8)(0.5 + clamp(Y, 0, 1) * 255)`, all in f32.
+pub(crate) fn gray_value(v: u16, depth: u8, full: bool) -> u8 {
+    let max = (1u32 << depth) - 1;
+    let sh = depth - 8;
     let (bias, range) = if full {
-        (0.0f32, 255.0f32)
+        (0.0f32, max as f32)
     } else {
-        (16.0f32, 219.0f32)
+        ((16u32 << sh) as f32, (219u32 << sh) as f32)
     };
-    let n = p.width * p.height;
-    let table: Vec<u8> = (0..=255u32)
-        .map(|v| {
-            let y = (v as f32 - bias) / range;
-            (0.5f32 + y.clamp(0.0, 1.0) * 255.0f32) as u8
-        })
-        .collect();
-    let mut out = Vec::new();
-    out.try_reserve_exact(n).map_err(|_| Fail::Limits)?;
-    out.extend(p.y[..n].iter().map(|&v| table[v as usize]));
-    Ok(out)
+    let y = ((v as u32).min(max) as f32 - bias) / range;
+    (0.5f32 + y.clamp(0.0, 1.0) * 255.0f32) as u8
 }
