@@ -1,14 +1,14 @@
 //! AVIF (`prep/src/decode/avif.rs`): files Pillow 13.0.0 wrote (`fixtures/avif/`,
 //! `fixtures/scripts/gen_avif.py`: 4:2:0 / 4:2:2 / 4:4:4 / 4:0:0, full and limited range, odd
 //! sizes, alpha straight and premultiplied, orientations, and the BT.601 / BT.709 / BT.2020 /
-//! unspecified / chroma-derived matrices) decode to upstream's `load_image` RGB; the header
-//! gives the size after orientation before any decode; a header over the decode budget is
-//! refused before decoding; truncated and garbled files give typed errors, never a panic.
-//! 10/12-bit files made by avifenc (`fixtures/avif_hbd/`, `gen_avif_hbd.py`: every layout with
-//! and without alpha, premultiplied, limited range, BT.709 / BT.2020) decode to upstream's RGB;
+//! unspecified / chroma-derived matrices) decode to upstream's `load_image` RGB; so do 10/12-bit
+//! and identity-matrix files made by avifenc (`fixtures/avif_hbd/`, `gen_avif_hbd.py`: every
+//! layout with and without alpha, premultiplied, limited range, BT.709 / BT.2020, lossless).
 //! libavif's own test files (`fixtures/avif_libavif/`: grids, `idat`, several extents, image
-//! sequences, 10/12-bit, refusals) decode or fail as upstream does. (The Pillow corpus suite checks the 16
-//! AVIFs of Pillow's tests against upstream.)
+//! sequences, 10/12-bit, refusals) decode or fail as upstream does. The header gives the size
+//! after orientation before any decode; a header over the decode budget is refused before
+//! decoding; truncated and garbled files give typed errors, never a panic. (The Pillow corpus
+//! suite checks the 16 AVIFs of Pillow's tests against upstream.)
 
 use glm5v_prep::{DecodeOptions, ImageSource, PrepError, load_image, probe};
 use sha2::{Digest, Sha256};
@@ -75,7 +75,7 @@ fn high_bit_depth_avifs_decode_to_upstreams_rgb() {
     let text = std::fs::read_to_string(set.join("expected.json")).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     let cases = v.as_object().unwrap();
-    assert_eq!(cases.len(), 19);
+    assert_eq!(cases.len(), 24);
     let wrong = check_set(&set, cases);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

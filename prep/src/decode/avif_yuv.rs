@@ -263,6 +263,18 @@ pub(crate) fn convert(
     if p.layout == Layout::I400 && p.alpha.is_none() {
         return gray(p, mc, full).map(Pixels::L);
     }
+    if mc == 0 && p.layout == Layout::I444 {
+        let wide = |s: &[u8]| s.iter().map(|&v| v as u16).collect::<Vec<u16>>();
+        let alpha = p.alpha.map(|a| a[..n].to_vec());
+        return identity(
+            (&wide(p.y), &wide(p.u), &wide(p.v)),
+            n,
+            8,
+            full,
+            alpha,
+            premultiplied,
+        );
+    }
     let c = libyuv_constants(mc, cp, full, p.layout).ok_or_else(|| {
         Fail::Unsupported(format!(
             "AVIF with matrix coefficients {mc} (colour primaries {cp}): libavif converts it \
@@ -358,4 +370,44 @@ pub(crate) fn gray_value(v: u16, depth: u8, full: bool) -> u8 {
     };
     let y = ((v as u32).min(max) as f32 - bias) / range;
     (0.5f32 + y.clamp(0.0, 1.0) * 255.0f32) as u8
+}
+
+/// libavif's conversion of the identity matrix (GBR, 4:4:4 only), its float path:
+/// `G = Y`, `B = Cb`, `R = Cr`, each `(v - biasY) / rangeY` (the luma table serves the chroma
+/// too), `(u8)(0.5 + clamp(c, 0, 1) * 255)`; for 8-bit full range that is a copy, as its fast
+/// path does. The alpha comes in already at 8 bits (libavif's `avifReformatAlpha`).
+pub(crate) fn identity(
+    (y, u, v): (&[u16], &[u16], &[u16]),
+    n: usize,
+    depth: u8,
+    full: bool,
+    alpha: Option<Vec<u8>>,
+    premultiplied: bool,
+) -> Result<Pixels, Fail> {
+    if premultiplied && alpha.is_some() {
+        return Err(Fail::Unsupported(
+            "AVIF with the identity matrix and premultiplied alpha".into(),
+        ));
+    }
+    if y.len() < n || u.len() < n || v.len() < n {
+        return Err(Fail::Corrupt("AVIF: a plane is short".into()));
+    }
+    let ch = if alpha.is_some() { 4 } else { 3 };
+    let mut out = Vec::new();
+    out.try_reserve_exact(n * ch).map_err(|_| Fail::Limits)?;
+    for i in 0..n {
+        out.extend_from_slice(&[
+            gray_value(v[i], depth, full),
+            gray_value(y[i], depth, full),
+            gray_value(u[i], depth, full),
+        ]);
+        if let Some(a) = &alpha {
+            out.push(a.get(i).copied().unwrap_or(255));
+        }
+    }
+    Ok(if alpha.is_some() {
+        Pixels::Rgba(out)
+    } else {
+        Pixels::Rgb(out)
+    })
 }

@@ -65,6 +65,10 @@ pub(crate) fn convert(
                 .collect(),
         ));
     }
+    if mc == 0 && p.layout == Layout::I444 {
+        let alpha = p.alpha.map(|a| alpha_to_8(a, d));
+        return avif_yuv::identity((p.y, p.u, p.v), n, d, full, alpha, premultiplied);
+    }
     let c = libyuv_constants(mc, cp, full, p.layout).ok_or_else(|| {
         Fail::Unsupported(format!(
             "AVIF with matrix coefficients {mc} (colour primaries {cp}): libavif converts it \
