@@ -8,7 +8,8 @@
 //!
 //! Grids of tiles are put together as libavif does (`avif_grid.rs`); 10/12-bit samples follow
 //! libavif's high-bit-depth paths (`avif_yuv16.rs`). Refused by name: primary items other than
-//! av01 and grid, and matrix coefficients libyuv has no constants for (libavif's float path).
+//! av01 and grid, and matrix coefficients libyuv has no constants for (libavif's float path;
+//! the identity matrix excepted: that path reads it as a plain copy, reproduced).
 
 use super::Fail;
 use super::avif_box::{Extents, Props, be16, be32, be64, boxes, child, iinf, iloc, iprp, iref};
