@@ -59,7 +59,8 @@ struct Ctx(Option<Dav1dContext>);
 
 impl Drop for Ctx {
     fn drop(&mut self) {
-        if self.0.is_some() {
+        // A context whose decoder panicked is leaked: its state is not to be trusted again.
+        if self.0.is_some() && !std::thread::panicking() {
             // SAFETY: the context came from dav1d_open and is closed once.
             unsafe { d::dav1d_close(NonNull::new(&mut self.0)) }
         }
@@ -70,6 +71,9 @@ struct Pic(Dav1dPicture);
 
 impl Drop for Pic {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
         // SAFETY: a picture from dav1d_get_picture (or zeroed: unref of an empty one is a no-op).
         unsafe { d::dav1d_picture_unref(NonNull::new(&mut self.0)) }
     }
@@ -82,7 +86,8 @@ pub(crate) fn decode(sample: &[u8], max_pixels: u64) -> Result<Frame, Fail> {
         return Err(Fail::Corrupt("the AV1 sample is empty".into()));
     }
     // rav1d is memory-safe Rust; a malformed stream that trips one of its checks panics
-    // rather than reading out of bounds: that is a corrupt file here, not a crash.
+    // rather than reading out of bounds: that is a corrupt file here, not a crash (the vendored
+    // rav1d's C API unwinds, see prep/rav1d/VENDORED.md).
     match std::panic::catch_unwind(|| decode_inner(sample, max_pixels)) {
         Ok(r) => r,
         Err(_) => Err(Fail::Corrupt(
