@@ -44,14 +44,20 @@
 //! whose header promises more than [`DecodeOptions::max_pixels`] is refused before any pixel
 //! buffer is allocated (PIL's `DecompressionBombError`: `w * h > 2 * MAX_IMAGE_PIXELS`).
 
+mod bc6h;
+mod blp;
 mod bmp;
 mod cur;
 mod dds;
 mod dib;
 mod exif;
+mod fits;
+mod fli;
 mod foreign;
+mod ftex;
 #[doc(hidden)]
 pub mod fuzz_hooks;
+mod gbr;
 mod gif;
 mod header;
 mod icns;
@@ -75,17 +81,24 @@ mod modes;
 mod msp;
 mod other;
 mod pcx;
+mod pfm;
 mod png;
 mod psd;
 mod sgi;
 #[cfg(test)]
 pub(crate) use png::{test_photo, test_png};
+mod mcidas;
+mod pcd;
+mod pixar;
 mod source;
+mod spider;
 mod sun;
+mod tga16;
 mod tiff;
 mod webp;
 mod xbm;
 mod xpm;
+mod xvthumb;
 
 use crate::error::{PrepError, Result};
 use header::Format;
@@ -349,6 +362,18 @@ fn decode_checked(
         | Format::Dib => legacy::decode(bytes, format, max_bytes),
         Format::Jpeg2000 => jpeg2k::decode(bytes, max_bytes),
         Format::Icns => icns::decode(bytes, max_bytes),
+        Format::Pfm => pfm::decode(bytes, max_bytes),
+        Format::Spider => spider::decode(bytes, max_bytes),
+        Format::Blp => blp::decode(bytes, max_bytes),
+        Format::Fli => fli::decode(bytes, max_bytes),
+        Format::Fits => fits::decode(bytes, max_bytes),
+        Format::Ftex => ftex::decode(bytes, max_bytes),
+        Format::Gbr => gbr::decode(bytes, max_bytes),
+        Format::Mcidas => mcidas::decode(bytes, max_bytes),
+        Format::Pcd => pcd::decode(bytes, max_bytes),
+        Format::Pixar => pixar::decode(bytes, max_bytes),
+        Format::XvThumb => xvthumb::decode(bytes, max_bytes),
+        Format::Tga if tga16::takes(bytes) => tga16::decode(bytes, max_bytes),
         Format::Qoi | Format::Pnm | Format::Tga | Format::Ico => {
             foreign::decode(bytes, format, max_bytes)
         }
