@@ -3,8 +3,11 @@
 //! decoder in that mode (`set_as_raw`), row after row of the image's width, whatever layout they
 //! came in (so a DXT image whose width is not a multiple of 4, or DXT3/DXT5 data without the
 //! alpha flag, is read as PIL misreads it). Too few bytes is an error; extra bytes are ignored.
-//! - BLP1 JPEG: the shared JPEG header plus the mipmap's data, decoded (`jpeg.rs`), converted
-//!   to RGB and read back as BGR (red and blue swap places, as in PIL).
+//! - BLP1 JPEG: the shared JPEG header plus the mipmap's data, decoded (`jpeg.rs`, a stream cut
+//!   short by a marker filled in as libjpeg fills it, since PIL ignores that warning; PIL forces
+//!   a four-component stream's colour space to CMYK, the same as libjpeg infers unless an Adobe
+//!   marker says YCCK, which is refused), converted to RGB and read back as BGR (red and blue
+//!   swap places, as in PIL).
 //! - BLP1 palette (encoding 4 or 5) and BLP2 uncompressed: one byte per pixel into a 256-entry
 //!   BGRA palette.
 //! - BLP2 DXT1/DXT3/DXT5: the plugin's own Python block decoders (`unpack_565` shifts without
@@ -217,10 +220,12 @@ fn jpeg(
     let mut stream = read(d, pos, hlen as i64)?;
     read(d, pos, off0 as i64 - *pos as i64)?;
     stream.extend(read(d, pos, len0 as i64)?);
-    let raster = super::jpeg::decode(&stream, max_bytes)?;
-    if matches!(raster.pixels, Pixels::Cmyk(_)) {
+    let raster = super::jpeg::decode_accepting_early_marker(&stream, max_bytes)?;
+    if matches!(raster.pixels, Pixels::Cmyk(_)) && adobe_ycck(&stream) {
+        // PIL forces libjpeg's colour space to CMYK here ("jpegmode" CMYK), which for a YCCK
+        // stream skips the YCC conversion `jpeg.rs` makes.
         return Err(Fail::Unsupported(
-            "a CMYK JPEG inside a BLP (PIL reads it without the Adobe inversion)".into(),
+            "a YCCK (Adobe transform 2) JPEG inside a BLP, which PIL reads as plain CMYK".into(),
         ));
     }
     let mut rgb = raster.to_rgb();
@@ -228,6 +233,25 @@ fn jpeg(
         p.swap(0, 2);
     }
     Ok(rgb)
+}
+
+/// Whether the JPEG's Adobe APP14 segment says YCCK (transform 2).
+fn adobe_ycck(j: &[u8]) -> bool {
+    let mut pos = 2;
+    while let (Some(&ff), Some(&m)) = (j.get(pos), j.get(pos + 1)) {
+        if ff != 0xff || m == 0xda || m == 0xd9 {
+            return false;
+        }
+        let len = j
+            .get(pos + 2..pos + 4)
+            .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]) as usize);
+        let seg = j.get(pos + 4..pos + 2 + len).unwrap_or(&[]);
+        if m == 0xee && seg.starts_with(b"Adobe") && seg.get(11) == Some(&2) {
+            return true;
+        }
+        pos += 2 + len.max(2);
+    }
+    false
 }
 
 /// `unpack_565`.

@@ -220,36 +220,62 @@ pub(crate) fn decode(d: &[u8], max_bytes: usize) -> Result<Raster, Fail> {
     })
 }
 
-/// The first `want` bytes of the gzip member at the start of `d` (`gzip.open(fd).read(want)`).
+/// The first `want` bytes of the gzip stream at the start of `d`, member after member
+/// (`gzip.open(fd).read(want)`; the compressed tables hold one member per tile).
 fn gunzip(d: &[u8], want: usize) -> Result<Vec<u8>, Fail> {
-    let bad = || corrupt("corrupt FITS gzip data");
-    if d.len() < 10 || d[0] != 0x1f || d[1] != 0x8b || d[2] != 8 {
-        return Err(corrupt("the FITS gzip data is not a gzip stream"));
-    }
-    let flags = d[3];
-    let mut pos = 10usize;
-    if flags & 4 != 0 {
-        let n = d.get(pos..pos + 2).ok_or_else(bad)?;
-        pos += 2 + u16::from_le_bytes([n[0], n[1]]) as usize;
-    }
-    for bit in [8u8, 16] {
-        if flags & bit != 0 {
-            let z = d
-                .get(pos..)
-                .and_then(|r| r.iter().position(|&c| c == 0))
-                .ok_or_else(bad)?;
-            pos += z + 1;
+    use miniz_oxide::inflate::TINFLStatus;
+    use miniz_oxide::inflate::core::{DecompressorOxide, decompress, inflate_flags};
+    let bad = || corrupt("corrupt FITS gzip data (PIL: Corrupt FITS gzip data)");
+    let mut out = vec![0u8; want];
+    let (mut at, mut pos) = (0usize, 0usize);
+    while at < want {
+        let h = d.get(pos..).unwrap_or(&[]);
+        if h.is_empty() && pos > 0 {
+            // The stream ends: `read` gives what it has.
+            break;
+        }
+        if h.len() < 10 || h[0] != 0x1f || h[1] != 0x8b || h[2] != 8 {
+            return Err(corrupt("the FITS gzip data is not a gzip stream"));
+        }
+        let flags = h[3];
+        let mut p = 10usize;
+        if flags & 4 != 0 {
+            let n = h.get(p..p + 2).ok_or_else(bad)?;
+            p += 2 + u16::from_le_bytes([n[0], n[1]]) as usize;
+        }
+        for bit in [8u8, 16] {
+            if flags & bit != 0 {
+                let z = h
+                    .get(p..)
+                    .and_then(|r| r.iter().position(|&c| c == 0))
+                    .ok_or_else(bad)?;
+                p += z + 1;
+            }
+        }
+        if flags & 2 != 0 {
+            p += 2;
+        }
+        let body = h.get(p..).ok_or_else(bad)?;
+        let mut r = Box::<DecompressorOxide>::default();
+        let (status, used, written) = decompress(
+            &mut r,
+            body,
+            &mut out,
+            at,
+            inflate_flags::TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF,
+        );
+        at += written;
+        match status {
+            TINFLStatus::Done => pos += p + used + 8,
+            TINFLStatus::HasMoreOutput => break,
+            _ => {
+                return Err(corrupt(
+                    "the FITS gzip data is truncated or corrupt (PIL: Truncated/Corrupt FITS \
+                     gzip data)",
+                ));
+            }
         }
     }
-    if flags & 2 != 0 {
-        pos += 2;
-    }
-    let body = d.get(pos..).ok_or_else(bad)?;
-    match miniz_oxide::inflate::decompress_to_vec_with_limit(body, want) {
-        Ok(v) => Ok(v),
-        Err(e) if e.status == miniz_oxide::inflate::TINFLStatus::HasMoreOutput => Ok(e.output),
-        Err(_) => Err(corrupt(
-            "the FITS gzip data is truncated or corrupt (PIL: Truncated/Corrupt FITS gzip data)",
-        )),
-    }
+    out.truncate(at);
+    Ok(out)
 }
