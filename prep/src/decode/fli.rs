@@ -1,6 +1,6 @@
 //! FLI/FLC (Autodesk Animator), the first frame, as Pillow 13.0.0's `FliImagePlugin` and
 //! `FliDecode.c` read it: mode P, its palette a gray ramp replaced entry by entry by the first
-//! frame's first COLOR chunk (type 11: 8-bit values, type 4: 6-bit values shifted left by 2), the
+//! frame's first COLOR chunk (type 4: 8-bit values, type 11: 6-bit values shifted left by 2), the
 //! frame at offset 128 decoded over a black (index 0) image by its chunks: SS2 word deltas (7),
 //! LC byte deltas (12), BLACK (13), BRUN (15), COPY (16); COLOR (4, 11) and PSTAMP (18) are
 //! skipped. Bounds and errors follow the C decoder: a frame shorter than its size is truncated,
