@@ -74,7 +74,10 @@ fn parse(h: &HashMap<Vec<u8>, Vec<u8>>) -> Result<Option<Found>, Fail> {
             == b"'GZIP_1  '"
     {
         let (w, hh) = size(h, b"")?.unwrap_or((0, 0));
-        offset = w * hh * (int(h, b"BITPIX")? / 8);
+        offset = w
+            .checked_mul(hh)
+            .and_then(|v| v.checked_mul(int(h, b"BITPIX").ok()? / 8))
+            .ok_or_else(|| corrupt("FITS table size out of range"))?;
         prefix = b"Z";
         kind = Kind::Gzip;
     }
@@ -137,7 +140,7 @@ fn open(d: &[u8]) -> Result<Head, Fail> {
     }
     let (w, hh, bitpix, kind, offset) =
         found.ok_or_else(|| Fail::Unsupported("a FITS file without image data".into()))?;
-    let offset = usize::try_from(offset + (pos as i64 - 80))
+    let offset = usize::try_from(offset.saturating_add(pos as i64 - 80))
         .map_err(|_| corrupt("a negative FITS data offset"))?;
     let dim = |v: i64| u32::try_from(v).map_err(|_| Fail::Corrupt(format!("FITS size {v}")));
     Ok(Head {

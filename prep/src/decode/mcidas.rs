@@ -40,7 +40,11 @@ fn open(d: &[u8]) -> Result<Head, Fail> {
         height: dim(w(9))?,
         bpp,
         offset: w(34) + w(15),
-        stride: w(15) + w(10) * w(11) * w(14),
+        // i32 products: within i64 for two factors; the third may not be.
+        stride: (w(10) * w(11))
+            .checked_mul(w(14))
+            .and_then(|v| v.checked_add(w(15)))
+            .ok_or_else(|| Fail::Corrupt("McIdas line length out of range".into()))?,
     })
 }
 
@@ -64,9 +68,9 @@ pub(crate) fn decode(d: &[u8], max_bytes: usize) -> Result<Raster, Fail> {
     let stride = if h.stride == 0 { row as i64 } else { h.stride };
     let mut rows = Vec::with_capacity(hh);
     for y in 0..hh as i64 {
-        let at = h.offset + y * stride;
-        let r = usize::try_from(at)
-            .ok()
+        let at = y.checked_mul(stride).and_then(|v| v.checked_add(h.offset));
+        let r = at
+            .and_then(|at| usize::try_from(at).ok())
             .and_then(|a| d.get(a..a.checked_add(row)?))
             .ok_or_else(|| {
                 Fail::Corrupt("the file ends before the McIdas rows do (truncated)".into())
