@@ -34,7 +34,7 @@ fn cases() -> Vec<(String, serde_json::Value)> {
 #[test]
 fn generated_files_decode_to_upstreams_rgb() {
     let cases = cases();
-    assert_eq!(cases.len(), 25);
+    assert_eq!(cases.len(), 27);
     for (name, want) in cases {
         let bytes = std::fs::read(dir().join(&name)).unwrap();
         let s = src(&name, bytes);

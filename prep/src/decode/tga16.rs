@@ -3,7 +3,8 @@
 //! 5-9 green, 0-4 blue, each `v * 255 / 31`; alpha 0 where bit 15 is set, else 255), rows
 //! bottom to top unless the descriptor's bit 5 is set, mirrored when bit 4 is; `load_end`
 //! makes the alpha opaque when a TGA 2.0 footer's extension area says "no alpha"
-//! (attributes type 0). The RLE variant (type 10) is refused by name.
+//! (attributes type 0). Run-length encoded files (type 10) are unpacked as `TgaRleDecode.c`
+//! does: a run may not cross a row's end (PIL: buffer overrun), a literal packet may.
 
 use super::Fail;
 use super::modes::{Pixels, Raster, Transparency};
@@ -20,11 +21,6 @@ pub(crate) fn takes(d: &[u8]) -> bool {
 pub(crate) fn decode(d: &[u8], max_bytes: usize) -> Result<Raster, Fail> {
     let short = || Fail::Corrupt("the file ends inside the TGA header (truncated)".into());
     let head = d.get(..18).ok_or_else(short)?;
-    if head[2] & 8 != 0 {
-        return Err(Fail::Unsupported(
-            "run-length encoded 16-bit TGA (type 10) is not read yet".into(),
-        ));
-    }
     let (w, h) = (
         le16(head, 12).ok_or_else(short)?,
         le16(head, 14).ok_or_else(short)?,
@@ -48,9 +44,15 @@ pub(crate) fn decode(d: &[u8], max_bytes: usize) -> Result<Raster, Fail> {
         .checked_mul(h)
         .filter(|n| n.saturating_mul(6) <= max_bytes && *n > 0)
         .ok_or(Fail::Limits)?;
-    let data = d.get(pos..).and_then(|r| r.get(..n * 2)).ok_or_else(|| {
-        Fail::Corrupt("the file ends before the TGA pixels do (truncated)".into())
-    })?;
+    let rle;
+    let data = if head[2] & 8 != 0 {
+        rle = unrle(d.get(pos..).unwrap_or(&[]), w * 2, h)?;
+        &rle[..]
+    } else {
+        d.get(pos..).and_then(|r| r.get(..n * 2)).ok_or_else(|| {
+            Fail::Corrupt("the file ends before the TGA pixels do (truncated)".into())
+        })?
+    };
     // TGA 2.0 footer: extension area offset, then the signature.
     let opaque = d.len() >= 26 && d.ends_with(b"TRUEVISION-XFILE.\0") && {
         let f = &d[d.len() - 26..];
@@ -75,4 +77,59 @@ pub(crate) fn decode(d: &[u8], max_bytes: usize) -> Result<Raster, Fail> {
         pixels: Pixels::Rgba(out),
         transparency: Transparency::None,
     })
+}
+
+/// `ImagingTgaRleDecode` for 2-byte pixels: `h` rows of `row` bytes, in file order.
+fn unrle(d: &[u8], row: usize, h: usize) -> Result<Vec<u8>, Fail> {
+    let truncated = || {
+        Fail::Corrupt(
+            "the file ends before the TGA pixels do (PIL: image file is truncated)".into(),
+        )
+    };
+    let mut out = Vec::with_capacity(row * h);
+    let mut line = vec![0u8; row];
+    let (mut x, mut pos) = (0usize, 0usize);
+    while out.len() < row * h {
+        let c = *d.get(pos).ok_or_else(truncated)?;
+        let mut n = 2 * ((c & 0x7f) as usize + 1);
+        let mut extra = 0usize;
+        if c & 0x80 != 0 {
+            let px = d.get(pos + 1..pos + 3).ok_or_else(truncated)?;
+            if x + n > row {
+                return Err(Fail::Corrupt(
+                    "a TGA run crosses the end of a row (PIL: buffer overrun)".into(),
+                ));
+            }
+            for k in (0..n).step_by(2) {
+                line[x + k..x + k + 2].copy_from_slice(px);
+            }
+            pos += 3;
+        } else {
+            let lit = d.get(pos + 1..pos + 1 + n).ok_or_else(truncated)?;
+            if x + n > row {
+                extra = n - (row - x);
+                n = row - x;
+            }
+            line[x..x + n].copy_from_slice(&lit[..n]);
+            pos += 1 + n;
+        }
+        loop {
+            x += n;
+            if x >= row {
+                out.extend_from_slice(&line);
+                x = 0;
+                if out.len() >= row * h {
+                    return Ok(out);
+                }
+            }
+            if extra == 0 || x > 0 {
+                break;
+            }
+            n = extra.min(row);
+            line[..n].copy_from_slice(&d[pos..pos + n]);
+            pos += n;
+            extra -= n;
+        }
+    }
+    Ok(out)
 }
