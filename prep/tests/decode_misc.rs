@@ -1,12 +1,13 @@
 //! The formats read through prep's own ports of Pillow 13.0.0's plugins (SPIDER, PFM, FITS,
 //! BLP, FLI, 16-bit TGA, McIdas, GBR, DDS BC6H; `prep/src/decode/*.rs`): files built to reach
 //! the rules the Pillow corpus does not (`fixtures/misc/`, `fixtures/scripts/gen_misc_formats.py`)
-//! decode to upstream's `load_image` RGB, or are refused where upstream refuses them; `probe`
+//! decode to upstream's `load_image` RGB (and, with transparency, `--alpha white` to the
+//! processor's `convert_to_rgb`), or are refused where upstream refuses them; `probe`
 //! gives the size before decoding; every truncation of every file is a typed error, never a panic;
 //! a header over the decode budget is refused before decoding. (The corpus suite checks the
 //! Pillow corpus's files of these formats and of FTEX, PCD, PIXAR and XVThumb.)
 
-use glm5v_prep::{DecodeOptions, ImageSource, PrepError, load_image, probe};
+use glm5v_prep::{AlphaMode, DecodeOptions, ImageSource, PrepError, load_image, probe};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -34,7 +35,8 @@ fn cases() -> Vec<(String, serde_json::Value)> {
 #[test]
 fn generated_files_decode_to_upstreams_rgb() {
     let cases = cases();
-    assert_eq!(cases.len(), 27);
+    assert_eq!(cases.len(), 28);
+    let mut whites = 0;
     for (name, want) in cases {
         let bytes = std::fs::read(dir().join(&name)).unwrap();
         let s = src(&name, bytes);
@@ -66,7 +68,23 @@ fn generated_files_decode_to_upstreams_rgb() {
             .map(|b| format!("{b:02x}"))
             .collect();
         assert_eq!(sha, want["rgb_sha256"].as_str().unwrap(), "{name}");
+        // With transparency (an alpha band or a palette): `--alpha white` is the processor's
+        // `convert_to_rgb` of the opened image.
+        if let Some(white) = want.get("white_rgb_sha256") {
+            let opts = DecodeOptions {
+                alpha: AlphaMode::White,
+                ..Default::default()
+            };
+            let img = load_image(&s, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let sha: String = Sha256::digest(img.as_raw())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert_eq!(sha, white.as_str().unwrap(), "{name} (alpha white)");
+            whites += 1;
+        }
     }
+    assert_eq!(whites, 10);
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! FTEX (Independence War 2 textures) as Pillow 13.0.0's `FtexImagePlugin` reads them: one
-//! format only, the first mipmap, either DXT1 (mode RGBA, `BcnDecode.c`'s BC1 through `dds.rs`)
-//! or raw RGB.
+//! format only, the first mipmap, either DXT1 (mode RGBA, `BcnDecode.c`'s BC1 through `dds.rs`,
+//! alpha 0 where a block with `color0 <= color1` uses its fourth colour) or raw RGB.
 
 use super::Fail;
 use super::modes::Raster;
@@ -51,7 +51,11 @@ pub(crate) fn dims(d: &[u8]) -> Result<(u32, u32), Fail> {
 pub(crate) fn decode(d: &[u8], max_bytes: usize) -> Result<Raster, Fail> {
     let (w, h, format, data) = open(d)?;
     if format == 0 {
-        super::dds::bc1(data, w, h, max_bytes)
+        let mut r = super::dds::bc1(data, w, h, max_bytes)?;
+        if let super::modes::Pixels::Rgb(rgb) = &r.pixels {
+            r.pixels = super::modes::Pixels::Rgba(with_bc1_alpha(rgb, data, w as usize));
+        }
+        Ok(r)
     } else {
         let n = (w as usize) * (h as usize) * 3;
         if n > max_bytes {
@@ -67,4 +71,30 @@ pub(crate) fn decode(d: &[u8], max_bytes: usize) -> Result<Raster, Fail> {
             transparency: super::modes::Transparency::None,
         })
     }
+}
+
+/// The BC1 image `rgb` (from `data`, `w` wide) with `decode_bc1_block`'s alpha: 0 for index 3
+/// of a block whose first colour is not greater than its second, else 255.
+fn with_bc1_alpha(rgb: &[u8], data: &[u8], w: usize) -> Vec<u8> {
+    let n = rgb.len() / 3;
+    let h = n / w.max(1);
+    let bw = w.div_ceil(4);
+    let mut out = Vec::with_capacity(n * 4);
+    for (i, p) in rgb.chunks_exact(3).enumerate() {
+        let (x, y) = (i % w, i / w);
+        let at = (y / 4 * bw + x / 4) * 8;
+        let a = match data.get(at..at + 8) {
+            Some(b) if y < h => {
+                let (c0, c1) = (
+                    u16::from_le_bytes([b[0], b[1]]),
+                    u16::from_le_bytes([b[2], b[3]]),
+                );
+                let idx = (b[4 + y % 4] >> (2 * (x % 4))) & 3;
+                if c0 <= c1 && idx == 3 { 0 } else { 255 }
+            }
+            _ => 255,
+        };
+        out.extend([p[0], p[1], p[2], a]);
+    }
+    out
 }
