@@ -32,7 +32,7 @@ use std::time::Instant;
 pub const READ_FORMATS: &[&str] = &[
     "PNG", "JPEG", "MPO", "WEBP", "GIF", "BMP", "TIFF", "QOI", "PPM", "TGA", "ICO", "CUR", "DDS",
     "PSD", "SGI", "PCX", "DCX", "SUN", "XBM", "XPM", "MSP", "IM", "IMT", "DIB", "JPEG2000", "ICNS",
-    "AVIF",
+    "AVIF", "SPIDER", "BLP", "FLI", "FITS", "FTEX", "GBR", "MCIDAS", "PCD", "PIXAR", "XVThumb",
 ];
 
 /// `fixtures/corpus/corpus.json`.

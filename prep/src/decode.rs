@@ -21,8 +21,8 @@
 //! - QOI, PNM (P1-P6), TGA, ICO (the largest entry): the `image` crate's decoders (`foreign.rs`),
 //!   measured equal to `load_image` on the Pillow corpus.
 //!
-//! - DDS: read as Pillow's `DdsImagePlugin` reads it, BC1-BC5 with `BcnDecode.c`'s formulas
-//!   (`dds.rs`); BC6H and BC7 are refused by name.
+//! - DDS: read as Pillow's `DdsImagePlugin` reads it, BC1-BC5, BC6H and BC7 with `BcnDecode.c`'s
+//!   formulas (`dds.rs`, `bc6h.rs`).
 //! - PSD: the merged composite as Pillow's `PsdImagePlugin` reads it (raw or PackBits bands,
 //!   `psd.rs`).
 //! - CUR: the entry and masking of Pillow's `CurImagePlugin`, the bitmap through `bmp.rs`
@@ -32,6 +32,10 @@
 //!   `Jpeg2KDecode.c` drives it, with its unpackers and `Jpeg2KImagePlugin`'s modes (`jpeg2k.rs`).
 //! - ICNS: the size and entries `IcnsImagePlugin` picks; PNG entries through `png.rs`, JPEG 2000
 //!   entries through `jpeg2k.rs`, RLE RGB with its mask read here (`icns.rs`).
+//! - PFM ("Pf"), SPIDER, FITS, BLP, FLI/FLC (the first frame), FTEX, GBR, McIdas, PCD, PIXAR,
+//!   XVThumb, and 16-bit true-colour TGA: ported from their Pillow plugins (and `FliDecode.c`,
+//!   `PcdDecode.c`), each in its own file (`pfm.rs`, `spider.rs`, ..., `tga16.rs`); modes I and F
+//!   convert to RGB through L as `Image.convert` does (`modes.rs`).
 //!
 //! - SGI, PCX, DCX (the first page), Sun raster, XBM, XPM, MSP, IM, IMT and DIB: read as their
 //!   Pillow plugins and C decoders read them, one file each (`sgi.rs`, `pcx.rs`, `sun.rs`,
@@ -53,14 +57,20 @@ mod avif_box;
 mod avif_grid;
 mod avif_yuv;
 mod avif_yuv16;
+mod bc6h;
+mod blp;
 mod bmp;
 mod cur;
 mod dds;
 mod dib;
 mod exif;
+mod fits;
+mod fli;
 mod foreign;
+mod ftex;
 #[doc(hidden)]
 pub mod fuzz_hooks;
+mod gbr;
 mod gif;
 mod header;
 mod icns;
@@ -84,17 +94,24 @@ mod modes;
 mod msp;
 mod other;
 mod pcx;
+mod pfm;
 mod png;
 mod psd;
 mod sgi;
 #[cfg(test)]
 pub(crate) use png::{test_photo, test_png};
+mod mcidas;
+mod pcd;
+mod pixar;
 mod source;
+mod spider;
 mod sun;
+mod tga16;
 mod tiff;
 mod webp;
 mod xbm;
 mod xpm;
+mod xvthumb;
 
 use crate::error::{PrepError, Result};
 use header::Format;
@@ -168,9 +185,10 @@ impl Default for DecodeOptions {
 pub struct ImageHeader {
     pub width: u32,
     pub height: u32,
-    /// PIL's format name: "PNG", "JPEG", "GIF", "BMP", "WEBP", "TIFF", "QOI", "PPM", "TGA", "ICO",
-    /// "CUR", "DDS", "PSD", "SGI", "PCX", "DCX", "SUN", "XBM", "XPM", "MSP", "IM", "IMT", "DIB",
-    /// "JPEG2000", "ICNS" or "AVIF".
+    /// PIL's format name: "PNG", "JPEG", "GIF", "BMP", "WEBP", "TIFF", "QOI", "PPM" (also for
+    /// PFM), "TGA", "ICO", "CUR", "DDS", "PSD", "SGI", "PCX", "DCX", "SUN", "XBM", "XPM", "MSP",
+    /// "IM", "IMT", "DIB", "JPEG2000", "ICNS", "SPIDER", "BLP", "FLI", "FITS", "FTEX", "GBR",
+    /// "MCIDAS", "PCD", "PIXAR", "XVThumb" or "AVIF".
     pub format: &'static str,
     /// EXIF orientation 1-8 (1 when absent).
     pub orientation: u8,
@@ -359,6 +377,18 @@ fn decode_checked(
         Format::Jpeg2000 => jpeg2k::decode(bytes, max_bytes),
         Format::Icns => icns::decode(bytes, max_bytes),
         Format::Avif => avif::decode(bytes, opts.max_pixels),
+        Format::Pfm => pfm::decode(bytes, max_bytes),
+        Format::Spider => spider::decode(bytes, max_bytes),
+        Format::Blp => blp::decode(bytes, max_bytes),
+        Format::Fli => fli::decode(bytes, max_bytes),
+        Format::Fits => fits::decode(bytes, max_bytes),
+        Format::Ftex => ftex::decode(bytes, max_bytes),
+        Format::Gbr => gbr::decode(bytes, max_bytes),
+        Format::Mcidas => mcidas::decode(bytes, max_bytes),
+        Format::Pcd => pcd::decode(bytes, max_bytes),
+        Format::Pixar => pixar::decode(bytes, max_bytes),
+        Format::XvThumb => xvthumb::decode(bytes, max_bytes),
+        Format::Tga if tga16::takes(bytes) => tga16::decode(bytes, max_bytes),
         Format::Qoi | Format::Pnm | Format::Tga | Format::Ico => {
             foreign::decode(bytes, format, max_bytes)
         }

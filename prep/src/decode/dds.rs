@@ -3,9 +3,9 @@
 //! `BcnDecode.c`'s integer formulas (BC5 signed lifts each value by 128 and leaves blue at 128,
 //! unsigned leaves it at 0); uncompressed bitmask layouts are scaled as `DdsRgbDecoder` scales
 //! them (`int(v / max * 255)` in double precision); luminance, luminance + alpha, 8-bit palette
-//! (RGBA, 1024 bytes) and DX10 R8G8B8A8 are raw rows; BC7 with `decode_bc7_block`'s rules. Only
-//! the RGB bands matter downstream (`convert("RGB")` drops alpha). BC6H is refused by name (not
-//! reproduced yet).
+//! (RGBA, 1024 bytes) and DX10 R8G8B8A8 are raw rows; BC7 with `decode_bc7_block`'s rules, BC6H
+//! (unsigned and signed) with `decode_bc6_block`'s (`bc6h.rs`). Only the RGB bands matter
+//! downstream (`convert("RGB")` drops alpha).
 
 use super::Fail;
 use super::modes::{Pixels, Raster, Transparency, blank_palette};
@@ -113,7 +113,8 @@ fn open(d: &[u8]) -> Result<(u32, u32, Layout, usize), Fail> {
                     82 | 83 => bc(5, false),
                     84 => bc(5, true),
                     27..=29 => Layout::Rgba,
-                    95 | 96 => return unsupported("DDS BC6H (not reproduced yet)".into()),
+                    95 => bc(6, false),
+                    96 => bc(6, true),
                     97..=99 => bc(7, false),
                     _ => {
                         return unsupported(format!(
@@ -293,6 +294,19 @@ fn bc3_alpha(src: &[u8], signed: bool) -> [u8; 16] {
     out
 }
 
+/// BC1 blocks as another plugin (FTEX) hands them to `BcnDecode.c`: an RGB raster.
+pub(super) fn bc1(data: &[u8], w: u32, h: u32, max_bytes: usize) -> Result<Raster, Fail> {
+    if (w as usize).saturating_mul(h as usize).saturating_mul(3) > max_bytes {
+        return Err(Fail::Limits);
+    }
+    Ok(Raster {
+        width: w,
+        height: h,
+        pixels: bcn(data, w as usize, h as usize, 1, false)?,
+        transparency: Transparency::None,
+    })
+}
+
 /// BC1-BC5 blocks, left to right, top to bottom (`decode_bcn`, `put_block`), into RGB or L.
 fn bcn(data: &[u8], w: usize, h: usize, kind: u8, signed: bool) -> Result<Pixels, Fail> {
     let block = if matches!(kind, 1 | 4) { 8 } else { 16 };
@@ -311,6 +325,7 @@ fn bcn(data: &[u8], w: usize, h: usize, kind: u8, signed: bool) -> Result<Pixels
             1 => bc1_color(src, false),
             2 | 3 => bc1_color(&src[8..], true),
             4 => bc3_alpha(src, false).map(|l| [l, 0, 0]),
+            6 => super::bc6h::block(src, signed),
             7 => bc7_block(src).map(|p| [p[0], p[1], p[2]]),
             _ => {
                 let (r, g) = (bc3_alpha(src, signed), bc3_alpha(&src[8..], signed));
@@ -358,7 +373,7 @@ const BC7_MODES: [[u8; 10]; 8] = [
 ];
 /// The specification's partition tables (two subsets, one bit per pixel; three subsets, two bits)
 /// and anchor indices.
-const BC7_P2: [u16; 64] = [
+pub(super) const BC7_P2: [u16; 64] = [
     0xcccc, 0x8888, 0xeeee, 0xecc8, 0xc880, 0xfeec, 0xfec8, 0xec80, 0xc800, 0xffec, 0xfe80, 0xe800,
     0xffe8, 0xff00, 0xfff0, 0xf000, 0xf710, 0x008e, 0x7100, 0x08ce, 0x008c, 0x7310, 0x3100, 0x8cce,
     0x088c, 0x3110, 0x6666, 0x366c, 0x17e8, 0x0ff0, 0x718e, 0x399c, 0xaaaa, 0xf0f0, 0x5a5a, 0x33cc,
@@ -376,7 +391,7 @@ const BC7_P3: [u32; 64] = [
     0xaa444444, 0x54a854a8, 0x95809580, 0x96969600, 0xa85454a8, 0x80959580, 0xaa141414, 0x96960000,
     0xaaaa1414, 0xa05050a0, 0xa0a5a5a0, 0x96000000, 0x40804080, 0xa9a8a9a8, 0xaaaaaa44, 0x2a4a5254,
 ];
-const BC7_A2: [u8; 64] = [
+pub(super) const BC7_A2: [u8; 64] = [
     15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 2, 8, 2, 2, 8, 8, 15, 2, 8,
     2, 2, 8, 8, 2, 2, 15, 15, 6, 8, 2, 8, 15, 15, 2, 8, 2, 2, 2, 15, 15, 6, 6, 2, 6, 8, 15, 15, 2,
     2, 15, 15, 15, 15, 15, 2, 2, 15,
@@ -395,7 +410,7 @@ const BC7_W2: [u32; 4] = [0, 21, 43, 64];
 const BC7_W3: [u32; 8] = [0, 9, 18, 27, 37, 46, 55, 64];
 const BC7_W4: [u32; 16] = [0, 4, 9, 13, 17, 21, 26, 30, 34, 38, 43, 47, 51, 55, 60, 64];
 
-fn bc7_weights(n: u8) -> &'static [u32] {
+pub(super) fn bc7_weights(n: u8) -> &'static [u32] {
     match n {
         2 => &BC7_W2,
         3 => &BC7_W3,
@@ -404,7 +419,7 @@ fn bc7_weights(n: u8) -> &'static [u32] {
 }
 
 /// `get_bits`: up to 8 bits from bit `bit` of the block (which may reach into the next byte).
-fn bits(src: &[u8], bit: usize, count: u8) -> u8 {
+pub(super) fn bits(src: &[u8], bit: usize, count: u8) -> u8 {
     if count == 0 {
         return 0;
     }

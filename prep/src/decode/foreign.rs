@@ -70,6 +70,38 @@ fn ico_png_entry(d: &[u8]) -> Option<&[u8]> {
     data.starts_with(b"\x89PNG\r\n\x1a\n").then_some(data)
 }
 
+/// The ICO with each BMP entry's directory size replaced by its bitmap's (width, height / 2),
+/// when they differ: PIL reads the bitmap at its own size and takes that as the image's
+/// (`IcoImageFile.load`: "Image was not the expected size"); the `image` crate refuses the
+/// mismatch. `None` when nothing differs (or a size does not fit the directory's bytes).
+fn ico_bmp_sizes_fixed(d: &[u8]) -> Option<Vec<u8>> {
+    let le = |at: usize, n: usize| -> Option<u32> {
+        let b = d.get(at..at.checked_add(n)?)?;
+        Some(b.iter().rev().fold(0u32, |a, &x| a << 8 | x as u32))
+    };
+    let count = le(4, 2)? as usize;
+    let mut out: Option<Vec<u8>> = None;
+    for i in 0..count {
+        let e = 6 + 16 * i;
+        let at = le(e + 12, 4)? as usize;
+        if d.get(at..at + 8)? == b"\x89PNG\r\n\x1a\n" || le(at, 4)? < 40 {
+            continue;
+        }
+        let (bw, bh) = (le(at + 4, 4)? as i32, le(at + 8, 4)? as i32);
+        let (bw, bh) = (bw, bh / 2);
+        let side = |v: u8| if v == 0 { 256 } else { v as i32 };
+        if (1..=256).contains(&bw)
+            && (1..=256).contains(&bh)
+            && (side(d[e]), side(d[e + 1])) != (bw, bh)
+        {
+            let o = out.get_or_insert_with(|| d.to_vec());
+            o[e] = bw as u8;
+            o[e + 1] = bh as u8;
+        }
+    }
+    out
+}
+
 /// Width and height from the header.
 /// QOI's from its 14-byte header directly, so that the decode budget is checked first (the
 /// `qoi` crate refuses sizes over its own limit with another error).
@@ -90,6 +122,16 @@ pub(crate) fn dims(d: &[u8], f: Format) -> Result<(u32, u32), Fail> {
         && let Some(png) = ico_png_entry(d)
     {
         return super::header::png(png).map(|h| (h.width, h.height));
+    }
+    if f == Format::Ico
+        && let Some(fixed) = ico_bmp_sizes_fixed(d)
+    {
+        return Ok(decoder(&fixed, f)?.dimensions());
+    }
+    if f == Format::Tga && super::tga16::takes(d) {
+        // 16-bit true colour, read by `tga16.rs`.
+        let le = |at: usize| u16::from_le_bytes([d[at], d[at + 1]]) as u32;
+        return Ok((le(12), le(14)));
     }
     Ok(decoder(d, f)?.dimensions())
 }
@@ -113,7 +155,11 @@ pub(crate) fn decode(d: &[u8], f: Format, max_bytes: usize) -> Result<Raster, Fa
     {
         return super::png::decode(png, max_bytes);
     }
-    let mut dec = decoder(d, f)?;
+    let fixed = match f {
+        Format::Ico => ico_bmp_sizes_fixed(d),
+        _ => None,
+    };
+    let mut dec = decoder(fixed.as_deref().unwrap_or(d), f)?;
     let mut limits = image::Limits::default();
     limits.max_alloc = Some(max_bytes as u64);
     dec.set_limits(limits).map_err(map_err)?;

@@ -33,6 +33,17 @@ pub(crate) enum Format {
     Jpeg2000,
     Icns,
     Avif,
+    Pfm,
+    Spider,
+    Blp,
+    Fli,
+    Fits,
+    Ftex,
+    Gbr,
+    Mcidas,
+    Pcd,
+    Pixar,
+    XvThumb,
 }
 
 impl Format {
@@ -64,6 +75,17 @@ impl Format {
         Format::Jpeg2000,
         Format::Icns,
         Format::Avif,
+        Format::Pfm,
+        Format::Spider,
+        Format::Blp,
+        Format::Fli,
+        Format::Fits,
+        Format::Ftex,
+        Format::Gbr,
+        Format::Mcidas,
+        Format::Pcd,
+        Format::Pixar,
+        Format::XvThumb,
     ];
 
     /// The names of [`Format::ALL`] as a sentence: "PNG, JPEG, ... and PSD" (PNM for PIL's PPM
@@ -75,6 +97,7 @@ impl Format {
                 Format::Pnm => "PNM",
                 Format::WebP => "WebP",
                 Format::Jpeg2000 => "JPEG 2000",
+                Format::Pfm => "PFM",
                 f => f.name(),
             })
             .collect();
@@ -113,6 +136,18 @@ impl Format {
             Format::Jpeg2000 => "JPEG2000",
             Format::Icns => "ICNS",
             Format::Avif => "AVIF",
+            // PIL's PPM plugin reads PFM too.
+            Format::Pfm => "PPM",
+            Format::Spider => "SPIDER",
+            Format::Blp => "BLP",
+            Format::Fli => "FLI",
+            Format::Fits => "FITS",
+            Format::Ftex => "FTEX",
+            Format::Gbr => "GBR",
+            Format::Mcidas => "MCIDAS",
+            Format::Pcd => "PCD",
+            Format::Pixar => "PIXAR",
+            Format::XvThumb => "XVThumb",
         }
     }
 }
@@ -161,10 +196,21 @@ pub(crate) fn sniff(d: &[u8]) -> Option<Format> {
             Some("MSP") => Some(Format::Msp),
             Some("IM") => Some(Format::Im),
             Some("DIB") => Some(Format::Dib),
-            // IM files without an "Image type" first line, and IMT (no magic: PIL tries their
-            // `_open`, after every plugin with a magic).
-            None => super::legacy::sniff_text(d),
             Some("AVIF") => Some(Format::Avif),
+            Some("PFM") if d.starts_with(b"Pf") => Some(Format::Pfm),
+            Some("BLP") => Some(Format::Blp),
+            Some("FLI") => Some(Format::Fli),
+            Some("FITS") => Some(Format::Fits),
+            Some("FTEX") => Some(Format::Ftex),
+            Some("GBR") => Some(Format::Gbr),
+            Some("MCIDAS") => Some(Format::Mcidas),
+            Some("PCD") => Some(Format::Pcd),
+            Some("PIXAR") => Some(Format::Pixar),
+            Some("XVThumb") => Some(Format::XvThumb),
+            // IM files without an "Image type" first line, IMT and SPIDER (no magic: PIL tries
+            // their `_open`, after every plugin with a magic; IM and IMT come before SPIDER).
+            None => super::legacy::sniff_text(d)
+                .or_else(|| super::spider::sniff(d).then_some(Format::Spider)),
             _ => None,
         }
     }
@@ -201,12 +247,39 @@ pub(crate) fn parse(d: &[u8], f: Format) -> Result<Header, Fail> {
                 arithmetic: false,
             })
         }
-        Format::Dds | Format::Psd | Format::Cur | Format::Jpeg2000 | Format::Icns => {
+        Format::Dds
+        | Format::Psd
+        | Format::Cur
+        | Format::Jpeg2000
+        | Format::Icns
+        | Format::Pfm
+        | Format::Spider
+        | Format::Blp
+        | Format::Fli
+        | Format::Fits
+        | Format::Ftex
+        | Format::Gbr
+        | Format::Mcidas
+        | Format::Pcd
+        | Format::Pixar
+        | Format::XvThumb => {
             let (width, height) = match f {
+                Format::Blp => super::blp::dims(d)?,
+                Format::Fli => super::fli::dims(d)?,
+                Format::Fits => super::fits::dims(d)?,
+                Format::Ftex => super::ftex::dims(d)?,
+                Format::Gbr => super::gbr::dims(d)?,
+                Format::Mcidas => super::mcidas::dims(d)?,
+                Format::Pcd => super::pcd::dims(d)?,
+                Format::Pixar => super::pixar::dims(d)?,
+                Format::XvThumb => super::xvthumb::dims(d)?,
+
                 Format::Dds => super::dds::dims(d)?,
                 Format::Psd => super::psd::dims(d)?,
                 Format::Jpeg2000 => super::jpeg2k::dims(d)?,
                 Format::Icns => super::icns::dims(d)?,
+                Format::Pfm => super::pfm::dims(d)?,
+                Format::Spider => super::spider::dims(d)?,
                 _ => super::cur::dims(d)?,
             };
             Ok(Header {

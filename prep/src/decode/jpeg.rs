@@ -50,6 +50,9 @@ unsafe extern "C-unwind" fn emit_message(cinfo: &mut j::jpeg_common_struct, leve
     // how it does so changes between libjpeg-turbo versions (PIL's differs from this build on the
     // Pillow corpus's `hopper_bad_exif.jpg`), so such a file is refused rather than decoded to
     // pixels that may differ from upstream's.
+    if code == j::JWRN_HIT_MARKER as c_int && ACCEPT_HIT_MARKER.with(|a| a.get()) {
+        return;
+    }
     if level < 0
         && [
             j::JWRN_HIT_MARKER,
@@ -65,6 +68,27 @@ unsafe extern "C-unwind" fn emit_message(cinfo: &mut j::jpeg_common_struct, leve
              differently than this build, so it is refused rather than decoded differently"
         ))));
     }
+}
+
+thread_local! {
+    /// Set by [`decode_accepting_early_marker`] on the thread that runs libjpeg.
+    static ACCEPT_HIT_MARKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// [`decode`] on this thread, in one band, letting libjpeg fill in what a marker cut short
+/// ("premature end of data segment": the rest of the scan's coefficients are zero) instead of
+/// refusing the file. For a JPEG inside another format whose plugin decodes it with PIL and
+/// ignores libjpeg's warnings (BLP1); the Pillow corpus's `blp1_jpeg2.blp` is exact this way.
+pub(crate) fn decode_accepting_early_marker(data: &[u8], max_bytes: usize) -> Result<Raster, Fail> {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            ACCEPT_HIT_MARKER.with(|a| a.set(false));
+        }
+    }
+    ACCEPT_HIT_MARKER.with(|a| a.set(true));
+    let _reset = Reset;
+    decode_striped(data, max_bytes, 1)
 }
 
 /// Owns the libjpeg objects so that they are destroyed however decoding ends.

@@ -12,8 +12,14 @@ pub(crate) enum Pixels {
     La(Vec<u8>),
     Rgb(Vec<u8>),
     Rgba(Vec<u8>),
-    /// Mode "I;16": native 16-bit gray.
+    /// Mode "I;16": native 16-bit gray (also "I;16B": `convert` goes through "L" the same way,
+    /// values over 255 clip).
     I16(Vec<u16>),
+    /// Mode "I": 32-bit signed gray (`i2rgb`: clipped to 0..=255).
+    I32(Vec<i32>),
+    /// Mode "F": 32-bit float gray. Convert.c has no F to RGB converter: `Image.convert` goes
+    /// through the mode's base, "L" (`f2l`: clipped, truncated toward zero), then to RGB.
+    F(Vec<f32>),
     Cmyk(Vec<u8>),
     /// Mode "P": indices and a 256-entry RGBA palette (entries past the file's palette are black,
     /// alpha 255, as `ImagingPaletteNew` leaves them).
@@ -76,6 +82,26 @@ fn i16_to_8(v: u16) -> u8 {
     if v > 255 { 255 } else { v as u8 }
 }
 
+/// `f2l`: `v <= 0` gives 0, `v >= 255` gives 255, else the value truncated toward zero. NaN
+/// fails both tests; C's conversion then gives 0 on x86 (the low byte of 0x80000000), and so
+/// does Rust's saturating `as`.
+#[inline]
+pub(crate) fn f_to_8(v: f32) -> u8 {
+    if v <= 0.0 {
+        0
+    } else if v >= 255.0 {
+        255
+    } else {
+        v as u8
+    }
+}
+
+/// `i2rgb` / `i2l`: clipped to 0..=255.
+#[inline]
+fn i32_to_8(v: i32) -> u8 {
+    v.clamp(0, 255) as u8
+}
+
 /// `Image.alpha_composite(white, rgba)` for one channel (`AlphaComposite.c` with an opaque white
 /// destination): `coef1 = a*128`, `coef2 = (255-a)*128`, rounded shift-division.
 #[inline]
@@ -117,6 +143,14 @@ impl Raster {
                 .for_each(|p| out.extend_from_slice(&p[..3])),
             Pixels::I16(v) => v.iter().for_each(|&g| {
                 let g = i16_to_8(g);
+                out.extend([g, g, g])
+            }),
+            Pixels::I32(v) => v.iter().for_each(|&g| {
+                let g = i32_to_8(g);
+                out.extend([g, g, g])
+            }),
+            Pixels::F(v) => v.iter().for_each(|&g| {
+                let g = f_to_8(g);
                 out.extend([g, g, g])
             }),
             Pixels::Cmyk(v) => v

@@ -1,7 +1,8 @@
 //! Formats PIL opens: recognised from their leading bytes so that the
 //! refusal names the format ("unsupported format: DDS") instead of "not a supported image"; QOI,
 //! PPM (P1-P6), TGA and ICO found here are decoded (`header::sniff`, `foreign.rs`), and so are
-//! JPEG 2000 and ICNS, which `header::sniff` recognises before this list.
+//! JPEG 2000 and ICNS, which `header::sniff` recognises before this list, and PFM, BLP, FITS,
+//! FTEX, FLI, GBR, McIdas, PCD, PIXAR and XVThumb (their own readers).
 //!
 //! The tests are Pillow 13.0.0's plugin `_accept` functions (and, for the plugins without one,
 //! the first checks of their `_open`: IM, PCD, TGA), tried after the formats prep reads. PIL tries

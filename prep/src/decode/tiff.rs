@@ -475,6 +475,8 @@ fn pixel_len(p: &Pixels) -> usize {
         Pixels::Rgba(v) | Pixels::Cmyk(v) => v.len() / 4,
         Pixels::Bilevel(v) | Pixels::L(v) | Pixels::P(v, _) => v.len(),
         Pixels::I16(v) => v.len(),
+        Pixels::I32(v) => v.len(),
+        Pixels::F(v) => v.len(),
     }
 }
 
