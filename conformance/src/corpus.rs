@@ -554,8 +554,8 @@ mod tests {
                     },
                 ),
                 result("c.tif", "TIFF", true, refused(true)),
-                result("d.sgi", "SGI", true, refused(true)),
-                result("e.sgi", "SGI", true, refused(false)),
+                result("d.wmf", "WMF", true, refused(true)),
+                result("e.wmf", "WMF", true, refused(false)),
                 result("f.bmp", "BMP", false, Outcome::OnlyWeAccept),
             ],
             secs: 0.0,
@@ -568,7 +568,7 @@ mod tests {
         assert_eq!(p.len(), 4, "{p:#?}");
         assert!(p[0].starts_with("b.tif [TIFF]: differs: decoded RGB differs"));
         assert!(p[1].starts_with("c.tif [TIFF]: refused"));
-        assert!(p[2].starts_with("e.sgi [SGI]: unnamed"));
+        assert!(p[2].starts_with("e.wmf [WMF]: unnamed"));
         assert!(p[3].starts_with("f.bmp [BMP]: only-we-accept"));
     }
 
@@ -578,7 +578,7 @@ mod tests {
             "# comment\n\
              differs\tb.tif\tJPEG-in-TIFF\n\
              refused\tc.tif\tplanar\n\
-             unnamed\te.sgi\tSGI not read\n\
+             unnamed\te.wmf\tWMF not read\n\
              only-we-accept\tf.bmp\tlenient\n",
         )
         .unwrap();
@@ -635,7 +635,7 @@ mod tests {
         let (per, read, all) = r.counts();
         assert_eq!(per["TIFF"].differs, 1);
         assert_eq!(per["TIFF"].refused, 1);
-        assert_eq!(per["SGI"].refused, 2);
+        assert_eq!(per["WMF"].refused, 2);
         assert_eq!(
             (
                 read.files,

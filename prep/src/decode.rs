@@ -117,6 +117,11 @@ use crate::error::{PrepError, Result};
 use header::Format;
 use std::path::PathBuf;
 
+/// The formats prep decodes, as a sentence ("PNG, JPEG, ... and AVIF"), for messages.
+pub(crate) fn recognised_formats() -> String {
+    Format::all_names()
+}
+
 /// Where an image comes from.
 #[derive(Debug, Clone)]
 pub enum ImageSource {

@@ -14,8 +14,9 @@ pub enum PrepError {
     #[error("{input}: the file is empty")]
     Empty { input: String },
     #[error(
-        "{input}: not a supported image (recognised: PNG, JPEG, WebP, GIF, BMP, TIFF, QOI, PNM, \
-         TGA, ICO, CUR, DDS, PSD; the other formats PIL opens are named as unsupported)"
+        "{input}: not a supported image (recognised: {}; the other formats PIL opens are named \
+         as unsupported)",
+        crate::decode::recognised_formats()
     )]
     UnknownFormat { input: String },
     #[error("{input}: corrupt or truncated {format} data: {detail}")]
