@@ -169,15 +169,31 @@ pub struct FileResult {
     pub outcome: Outcome,
 }
 
-/// `conformance/corpus_known.tsv`: `outcome<TAB>path<TAB>why` per line, `#` comments.
+/// `conformance/corpus_known.tsv`: `outcome<TAB>path<TAB>why` per line, `#` comments. An outcome
+/// may name the builds it holds for, `outcome[no-jpeg-simd]`: a line for a JPEG decoder built
+/// without libjpeg-turbo's SIMD paths (mozjpeg-sys found no nasm), where the file is exact
+/// otherwise.
 #[derive(Debug, Clone, Default)]
 pub struct Known {
     pub entries: BTreeMap<String, (String, String)>,
+    /// The lines for other builds than this one, as written (kept by [`Report::known_tsv`]).
+    pub other_builds: Vec<String>,
 }
 
+/// The build condition a known line may carry.
+const NO_JPEG_SIMD: &str = "[no-jpeg-simd]";
+
 impl Known {
+    /// The list for a build with libjpeg-turbo's SIMD JPEG paths.
     pub fn parse(text: &str) -> Result<Known, String> {
+        Self::parse_for(text, true)
+    }
+
+    /// The list for a build with (`jpeg_simd`) or without the SIMD JPEG paths.
+    pub fn parse_for(text: &str, jpeg_simd: bool) -> Result<Known, String> {
         let mut entries = BTreeMap::new();
+        let mut other_builds = Vec::new();
+        let mut paths = std::collections::BTreeSet::new();
         for (i, line) in text.lines().enumerate() {
             let line = line.trim_end();
             if line.is_empty() || line.starts_with('#') {
@@ -189,6 +205,10 @@ impl Known {
                     "corpus_known.tsv line {}: expected `outcome<TAB>path<TAB>why`",
                     i + 1
                 ));
+            };
+            let (outcome, applies) = match outcome.strip_suffix(NO_JPEG_SIMD) {
+                Some(o) => (o, !jpeg_simd),
+                None => (outcome, true),
             };
             let why = parts.next().unwrap_or("").to_string();
             if why.trim().is_empty() {
@@ -203,17 +223,22 @@ impl Known {
                     i + 1
                 ));
             }
-            if entries
-                .insert(path.to_string(), (outcome.to_string(), why))
-                .is_some()
-            {
+            if !paths.insert(path.to_string()) {
                 return Err(format!(
                     "corpus_known.tsv line {}: {path} is listed twice",
                     i + 1
                 ));
             }
+            if applies {
+                entries.insert(path.to_string(), (outcome.to_string(), why));
+            } else {
+                other_builds.push(line.to_string());
+            }
         }
-        Ok(Known { entries })
+        Ok(Known {
+            entries,
+            other_builds,
+        })
     }
 }
 
@@ -477,6 +502,9 @@ impl CorpusReport {
             };
             let _ = writeln!(s, "{bad}\t{}\t{why}", r.path);
         }
+        for line in &known.other_builds {
+            let _ = writeln!(s, "{line}");
+        }
         s
     }
 
@@ -607,6 +635,40 @@ mod tests {
                 .problems(&known)
                 .iter()
                 .any(|l| l == "gone.png: listed in corpus_known.tsv but not in the corpus")
+        );
+    }
+
+    #[test]
+    fn a_line_for_builds_without_jpeg_simd_holds_only_there() {
+        let text = "refused[no-jpeg-simd]\tc.tif\tC IDCT\n";
+        // Without SIMD it lists c.tif as refused: no problems.
+        let known = Known::parse_for(text, false).unwrap();
+        assert_eq!(known.entries["c.tif"].0, "refused");
+        assert!(
+            report()
+                .problems(&known)
+                .iter()
+                .all(|l| !l.starts_with("c.tif"))
+        );
+        // With SIMD c.tif must be exact: its refusal is a problem, and the line is kept as written.
+        let known = Known::parse_for(text, true).unwrap();
+        assert!(known.entries.is_empty());
+        assert!(
+            report()
+                .problems(&known)
+                .iter()
+                .any(|l| l.starts_with("c.tif [TIFF]: refused"))
+        );
+        assert!(report().known_tsv(&known).ends_with(text));
+        assert!(
+            Known::parse_for("refused[no-jpeg-simd]\ta.png\tw\ndiffers\ta.png\tw\n", true)
+                .unwrap_err()
+                .contains("listed twice")
+        );
+        assert!(
+            Known::parse_for("exact[no-jpeg-simd]\ta.png\tw\n", false)
+                .unwrap_err()
+                .contains("not one of")
         );
     }
 

@@ -299,8 +299,10 @@ pub fn probe(src: &ImageSource, opts: &DecodeOptions) -> Result<ImageHeader> {
 }
 
 /// Whether the JPEG decoder runs libjpeg-turbo's SIMD paths on this CPU: `mozjpeg-sys` compiles
-/// them when it finds `nasm` at build time (else its C paths, which give the same pixels; the
-/// prep fixtures hold for both). On the 4000x3000 bench JPEG the SIMD build's prep took ~0.7 of
+/// them when it finds `nasm` at build time (else its C paths, which give the same pixels on every
+/// JPEG fixture and corpus file but one: the C IDCT wraps outputs that corrupt entropy-coded data
+/// pushes out of range, where the SIMD one saturates as PIL's does, so a C-only build refuses
+/// corrupt entropy-coded data). On the 4000x3000 bench JPEG the SIMD build's prep took ~0.7 of
 /// the C build's time.
 pub fn jpeg_simd() -> bool {
     jpeg::simd()

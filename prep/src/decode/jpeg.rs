@@ -4,9 +4,13 @@
 //! colour space libjpeg infers from the markers; output L, RGB or CMYK by component count.
 //! Four-component images are read as PIL's "CMYK;I" (Adobe-inverted) and converted by `cmyk2rgb`.
 //! libjpeg's errors come back as `Fail::Corrupt`; running out of data (libjpeg's "premature end
-//! of JPEG file" warning, where PIL raises "image file is truncated") is an error too, and so is
-//! corrupt entropy-coded data (bad Huffman codes, a marker inside a segment), whose recovery is
-//! not the same across libjpeg-turbo versions.
+//! of JPEG file" warning, where PIL raises "image file is truncated") is an error too.
+//! Corrupt entropy-coded data (bad Huffman codes, a marker inside a segment) is decoded as PIL
+//! decodes it: libjpeg-turbo 3.2.0 (Pillow 13.0.0's wheel) recovers from it with the same code as
+//! this build (jdhuff.c, jdmarker.c's resync, jdcoefct.c), whether fed at once or in PIL's 64 KiB
+//! blocks. What such data can make differ is the IDCT: its garbage coefficients push outputs out
+//! of range, which libjpeg-turbo's SIMD IDCT saturates (as PIL's does) and its C IDCT wraps
+//! (`& RANGE_MASK`). So a build without the SIMD paths ([`simd`]) refuses such files instead.
 
 use super::Fail;
 use super::modes::{Pixels, Raster, Transparency};
@@ -46,10 +50,11 @@ unsafe extern "C-unwind" fn emit_message(cinfo: &mut j::jpeg_common_struct, leve
             "the file ends before the image data does (truncated)".into(),
         )));
     }
-    // Corrupt entropy-coded data: libjpeg skips to the next marker and fills what it lost, and
-    // how it does so changes between libjpeg-turbo versions (PIL's differs from this build on the
-    // Pillow corpus's `hopper_bad_exif.jpg`), so such a file is refused rather than decoded to
-    // pixels that may differ from upstream's.
+    // Corrupt entropy-coded data: libjpeg decodes on through the damaged bits to the next marker
+    // and leaves the rest of that restart interval zero, exactly as PIL's libjpeg-turbo does.
+    // The garbage coefficients can give IDCT outputs out of range, which only the SIMD IDCT
+    // limits as PIL's does (the C one wraps them: the Pillow corpus's `hopper_bad_exif.jpg`
+    // differs in 251 blocks), so a C-only build refuses such data.
     if code == j::JWRN_HIT_MARKER as c_int && ACCEPT_HIT_MARKER.with(|a| a.get()) {
         return;
     }
@@ -61,11 +66,14 @@ unsafe extern "C-unwind" fn emit_message(cinfo: &mut j::jpeg_common_struct, leve
         ]
         .iter()
         .any(|&c| code == c as c_int)
+        && !simd()
     {
         let msg = message(cinfo);
         resume_unwind(Box::new(Abort(format!(
-            "corrupt entropy-coded data (libjpeg: {msg}); PIL's libjpeg-turbo recovers from it \
-             differently than this build, so it is refused rather than decoded differently"
+            "corrupt entropy-coded data (libjpeg: {msg}); this build has libjpeg-turbo's C IDCT \
+             only (no nasm when mozjpeg-sys was built), which wraps the out-of-range values such \
+             data gives where PIL's SIMD IDCT saturates them, so it is refused rather than \
+             decoded differently"
         ))));
     }
 }
