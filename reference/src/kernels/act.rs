@@ -32,6 +32,7 @@ macro_rules! on_widest_unit {
         }
     };
 }
+pub(crate) use on_widest_unit;
 
 // ---------------------------------------------------------------- exp (f32)
 

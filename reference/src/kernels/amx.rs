@@ -233,27 +233,8 @@ impl AmxWeight {
         y: &mut [f32],
         parts: Parts,
     ) {
-        let (n, k) = (self.n, self.k);
-        assert_eq!(x.len(), m * k, "amx linear: input length");
-        assert_eq!(y.len(), m * n, "amx linear: output length");
-        assert!(bias.is_none_or(|b| b.len() == n), "amx linear: bias length");
-        assert!(
-            residual.is_none_or(|r| r.len() == m * n),
-            "amx linear: residual length"
-        );
         assert!(available(), "amx linear needs AMX");
-        if m == 0 || n == 0 {
-            return;
-        }
-        if k == 0 {
-            for (i, v) in y.iter_mut().enumerate() {
-                *v = bias.map_or(0.0, |b| b[i % n]) + residual.map_or(0.0, |r| r[i]);
-            }
-            return;
-        }
-        let p = parts.count();
-        let xp = PackedX::new(x, m, k, parts);
-        self.run::<false>(&xp, m, bias, residual, y, p, kc(parts));
+        self.checked::<false>(x, m, bias, residual, y, parts, kc(parts));
     }
 
     /// [`AmxWeight::linear`] with every tile block computed by [`emulated_block`] (any CPU,
@@ -271,13 +252,41 @@ impl AmxWeight {
         parts: Parts,
         chunk: usize,
     ) {
-        assert_eq!(x.len(), m * self.k);
-        assert_eq!(y.len(), m * self.n);
-        if m == 0 || self.n == 0 || self.k == 0 {
+        self.checked::<true>(x, m, bias, residual, y, parts, chunk);
+    }
+
+    /// The shapes checked, the empty cases answered, then [`AmxWeight::run`] over the packed
+    /// inputs (shared by [`AmxWeight::linear`] and its emulation).
+    #[allow(clippy::too_many_arguments)]
+    fn checked<const EMUL: bool>(
+        &self,
+        x: &[f32],
+        m: usize,
+        bias: Option<&[f32]>,
+        residual: Option<&[f32]>,
+        y: &mut [f32],
+        parts: Parts,
+        chunk: usize,
+    ) {
+        let (n, k) = (self.n, self.k);
+        assert_eq!(x.len(), m * k, "amx linear: input length");
+        assert_eq!(y.len(), m * n, "amx linear: output length");
+        assert!(bias.is_none_or(|b| b.len() == n), "amx linear: bias length");
+        assert!(
+            residual.is_none_or(|r| r.len() == m * n),
+            "amx linear: residual length"
+        );
+        if m == 0 || n == 0 {
             return;
         }
-        let xp = PackedX::new(x, m, self.k, parts);
-        self.run::<true>(&xp, m, bias, residual, y, parts.count(), chunk);
+        if k == 0 {
+            for (i, v) in y.iter_mut().enumerate() {
+                *v = bias.map_or(0.0, |b| b[i % n]) + residual.map_or(0.0, |r| r[i]);
+            }
+            return;
+        }
+        let xp = PackedX::new(x, m, k, parts);
+        self.run::<EMUL>(&xp, m, bias, residual, y, parts.count(), chunk);
     }
 
     /// The blocked product over packed inputs (`k >= 1`, `m >= 1`, shapes checked), by the
@@ -484,12 +493,7 @@ impl PackedX {
         let mut data = vec![Line([0; 32]); mblocks * lines_per_block];
         super::team::for_each_chunk_mut(&mut data, lines_per_block, |mb, block| {
             let rows = &x[mb * MB * k..(mb * MB + MB).min(m) * k];
-            #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                // SAFETY: AVX-512F detected at run time.
-                return unsafe { pack_rows_avx512(rows, k, parts, block) };
-            }
-            pack_rows(rows, k, parts, block);
+            pack_rows_wide(rows, k, parts, block);
         });
         Self {
             data,
@@ -526,11 +530,9 @@ fn pack_rows(rows: &[f32], k: usize, parts: Parts, block: &mut [Line]) {
     }
 }
 
-/// [`pack_rows`] on AVX-512 (the crate's baseline is SSE2).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn pack_rows_avx512(rows: &[f32], k: usize, parts: Parts, block: &mut [Line]) {
-    pack_rows(rows, k, parts, block)
+super::act::on_widest_unit! {
+    /// [`pack_rows`] on the widest vector unit (the crate's baseline is SSE2).
+    fn pack_rows_wide(rows: &[f32], k: usize, parts: Parts, block: &mut [Line]) => pack_rows
 }
 
 /// [`block`]'s sums computed in f64 from the same packed layouts and stored as f32 in

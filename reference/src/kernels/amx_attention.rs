@@ -244,38 +244,20 @@ struct Step {
     first: bool,
 }
 
-/// The online softmax of one key step over every query row: the scores in `sc` (rows of
-/// [`KBLK`]) scaled, the running maximum `mx` and sum `sum` updated, the outputs `o` rescaled to
-/// the new maximum, and the probabilities packed as bf16 into `pa`. On the widest vector unit
-/// (AVX-512, which every CPU with AMX has; the crate's baseline is SSE2, and this loop took more
-/// time than the unit's products at 5184 tokens).
-fn softmax_step(
-    st: &Step,
-    sc: &mut [f32],
-    pa: &mut [Line],
-    mx: &mut [f32],
-    sum: &mut [f32],
-    o: &mut [f32],
-) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        // SAFETY: AVX-512F detected at run time.
-        return unsafe { softmax_step_avx512(st, sc, pa, mx, sum, o) };
-    }
-    softmax_rows(st, sc, pa, mx, sum, o)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn softmax_step_avx512(
-    st: &Step,
-    sc: &mut [f32],
-    pa: &mut [Line],
-    mx: &mut [f32],
-    sum: &mut [f32],
-    o: &mut [f32],
-) {
-    softmax_rows(st, sc, pa, mx, sum, o)
+super::act::on_widest_unit! {
+    /// The online softmax of one key step over every query row: the scores in `sc` (rows of
+    /// [`KBLK`]) scaled, the running maximum `mx` and sum `sum` updated, the outputs `o` rescaled
+    /// to the new maximum, and the probabilities packed as bf16 into `pa`. On the widest vector
+    /// unit (the crate's baseline is SSE2, and this loop took more time than the unit's products
+    /// at 5184 tokens).
+    fn softmax_step(
+        st: &Step,
+        sc: &mut [f32],
+        pa: &mut [Line],
+        mx: &mut [f32],
+        sum: &mut [f32],
+        o: &mut [f32]
+    ) => softmax_rows
 }
 
 #[inline(always)]
