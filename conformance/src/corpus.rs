@@ -176,7 +176,7 @@ pub struct FileResult {
 #[derive(Debug, Clone, Default)]
 pub struct Known {
     pub entries: BTreeMap<String, (String, String)>,
-    /// The lines for other builds than this one, as written (kept by [`Report::known_tsv`]).
+    /// The lines for other builds than this one, as written (kept by [`CorpusReport::known_tsv`]).
     pub other_builds: Vec<String>,
 }
 
