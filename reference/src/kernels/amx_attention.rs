@@ -244,22 +244,69 @@ struct Step {
     first: bool,
 }
 
-super::act::on_widest_unit! {
-    /// The online softmax of one key step over every query row: the scores in `sc` (rows of
-    /// [`KBLK`]) scaled, the running maximum `mx` and sum `sum` updated, the outputs `o` rescaled
-    /// to the new maximum, and the probabilities packed as bf16 into `pa`. On the widest vector
-    /// unit (the crate's baseline is SSE2, and this loop took more time than the unit's products
-    /// at 5184 tokens).
-    fn softmax_step(
-        st: &Step,
-        sc: &mut [f32],
-        pa: &mut [Line],
-        mx: &mut [f32],
-        sum: &mut [f32],
-        o: &mut [f32]
-    ) => softmax_rows
+/// The online softmax of one key step over every query row: the running maximum `mx` and sum
+/// `sum` updated from the scores in `sc` (rows of [`KBLK`], unscaled), the outputs `o` rescaled
+/// to the new maximum, and the probabilities packed as bf16 into `pa`. With AVX-512F and
+/// AVX512-BF16 (every CPU with AMX-BF16 has both) the explicit vector loop, else [`softmax_rows`] (tests on other CPUs): the
+/// same operations in the same order, so the same bits (`softmax_paths_give_the_same_bits`).
+fn softmax_step(
+    st: &Step,
+    sc: &mut [f32],
+    pa: &mut [Line],
+    mx: &mut [f32],
+    sum: &mut [f32],
+    o: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bf16")
+    {
+        // SAFETY: AVX-512F and AVX512-BF16 detected at run time.
+        return unsafe { softmax_rows_avx512(st, sc, pa, mx, sum, o) };
+    }
+    softmax_rows(st, sc, pa, mx, sum, o)
 }
 
+/// Below this a shifted score's exponential is 0 here: at and above it every result is a normal
+/// f32 (exp(-87) = 1.65e-38), so rounding it to bf16 needs no subnormal case (the unit's
+/// `vcvtneps2bf16` flushes subnormals) and the probabilities it drops are under 2e-38.
+const EXP_LO: f32 = -87.0;
+/// 1.5 * 2^23: adding it rounds an f32 of magnitude under 2^22 to an integer.
+const EXP_MAGIC: f32 = 12_582_912.0;
+/// ln 2 in two parts (Cody-Waite: k times the first is exact for |k| <= 256).
+const EXP_LN2_HI: f32 = 0.693_359_4; // 355/512
+const EXP_LN2_LO: f32 = -2.121_944_4e-4;
+/// exp(r)'s Taylor coefficients of degree 6, the leading one first, then Horner's order.
+const EXP_P0: f32 = 1.0 / 720.0;
+const EXP_COEF: [f32; 6] = [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0];
+
+/// exp(x) for the shifted scores of a softmax (x <= 0 but for the rounding of the maximum, a
+/// half ulp of it; NaN stays NaN, under [`EXP_LO`] gives 0): exp(r) 2^k with k = round(x / ln 2), r = x - k ln 2 by two fused steps
+/// (Cody-Waite: k ln2_hi is exact), and exp(r) by its Taylor polynomial of degree 6 in fused
+/// multiply-adds (truncation under 1.7e-7 relative for |r| <= ln 2 / 2). Within 3 ulp of exp:
+/// far inside the bf16 rounding the probabilities get next (2^-9 relative).
+#[inline(always)]
+fn exp_shifted(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    let xc = if x < EXP_LO { EXP_LO } else { x }; // NaN stays NaN
+    let kf = xc.mul_add(LOG2E, EXP_MAGIC);
+    let k = kf - EXP_MAGIC;
+    let ki = (kf.to_bits() as i32).wrapping_sub(0x4B40_0000); // k, in -126..=0
+    let r = (-k).mul_add(EXP_LN2_LO, (-k).mul_add(EXP_LN2_HI, xc));
+    let mut p = EXP_P0;
+    for c in EXP_COEF {
+        p = p.mul_add(r, c);
+    }
+    let two_k = f32::from_bits((ki.wrapping_add(127) as u32) << 23);
+    let y = p * two_k;
+    if x < EXP_LO { 0.0 } else { y }
+}
+
+/// The scalar loop behind [`softmax_step`] (vectorised by the compiler where it can; libm's
+/// `fmaf` for `mul_add` on CPUs without FMA). Per row: the step's maximum of the unscaled scores
+/// times the (positive) scale is the maximum of the scaled ones, so one read pass finds it and a
+/// second computes `exp(s * scale - max)` in one fused step, sums it (16 lanes, in order) and
+/// writes it as bf16, without storing the scaled scores or the f32 probabilities.
 #[inline(always)]
 fn softmax_rows(
     st: &Step,
@@ -269,12 +316,41 @@ fn softmax_rows(
     sum: &mut [f32],
     o: &mut [f32],
 ) {
-    use super::act::{exp_f32, exp_shift_sum_lanes, max_lanes};
+    use super::act::{exp_f32, max_lanes};
     for r in 0..mx.len() {
         let row = &mut sc[r * KBLK..r * KBLK + st.nk];
-        row.iter_mut().for_each(|x| *x *= st.scale);
-        let m_new = mx[r].max(max_lanes(row));
-        let step_sum = exp_shift_sum_lanes(row, m_new);
+        // a scale that is not positive (never the tower's, head_dim^-0.5) applied first
+        let scale = if st.scale > 0.0 {
+            st.scale
+        } else {
+            row.iter_mut().for_each(|x| *x *= st.scale);
+            1.0
+        };
+        let m_new = mx[r].max(max_lanes(row) * scale);
+        let neg_m = -m_new;
+        let mut acc = [0f32; 16];
+        let mut tail = 0f32;
+        let prow = &mut pa[r * st.psteps..r * st.psteps + st.kblocks];
+        for (j, line) in prow.iter_mut().enumerate() {
+            let src = &row[j * T..((j + 1) * T).min(st.nk)];
+            if let Ok(src) = <&[f32; T]>::try_from(src) {
+                for h in 0..2 {
+                    for l in 0..16 {
+                        let e = exp_shifted(src[h * 16 + l].mul_add(scale, neg_m));
+                        acc[l] += e;
+                        line.0[h * 16 + l] = bf16_bits(e);
+                    }
+                }
+            } else {
+                for (d, &x) in line.0.iter_mut().zip(src) {
+                    let e = exp_shifted(x.mul_add(scale, neg_m));
+                    tail += e;
+                    *d = bf16_bits(e);
+                }
+                line.0[src.len()..].fill(0);
+            }
+        }
+        let step_sum = acc.iter().fold(0f32, |a, &b| a + b) + tail;
         if st.first {
             sum[r] = step_sum;
         } else {
@@ -285,14 +361,104 @@ fn softmax_rows(
                 .for_each(|x| *x *= corr);
         }
         mx[r] = m_new;
+    }
+}
+
+/// [`softmax_rows`] in AVX-512 intrinsics: [`exp_shifted`] on 16 lanes, op for op (fused where
+/// it fuses), and [`bf16_bits`] as `vcvtneps2bf16` (the same rounding for normal values), the full lines' sums in the same 16 lanes, the last partial line,
+/// the row's maximum reduced as [`max_lanes`](super::act::max_lanes) does.
+///
+/// # Safety
+/// AVX-512F and AVX512-BF16 available.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bf16")]
+unsafe fn softmax_rows_avx512(
+    st: &Step,
+    sc: &mut [f32],
+    pa: &mut [Line],
+    mx: &mut [f32],
+    sum: &mut [f32],
+    o: &mut [f32],
+) {
+    use super::act::{exp_f32, max_lanes};
+    use std::arch::x86_64::*;
+    let lo = _mm512_set1_ps(EXP_LO);
+    let zero = _mm512_setzero_ps();
+    let log2e = _mm512_set1_ps(std::f32::consts::LOG2_E);
+    let magic = _mm512_set1_ps(EXP_MAGIC);
+    let (ln2_hi, ln2_lo) = (_mm512_set1_ps(EXP_LN2_HI), _mm512_set1_ps(EXP_LN2_LO));
+    let coef = EXP_COEF.map(|c| _mm512_set1_ps(c));
+    let p0 = _mm512_set1_ps(EXP_P0);
+    let bias = _mm512_set1_epi32(0x4B40_0000 - 127);
+    // exp_shifted and bf16_bits of 16 values
+    let exp16 = |x: __m512| -> (__m512, __m256i) {
+        let under = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, lo);
+        let xc = _mm512_mask_blend_ps(under, x, lo);
+        let kf = _mm512_fmadd_ps(xc, log2e, magic);
+        let k = _mm512_sub_ps(kf, magic);
+        let r = _mm512_fnmadd_ps(k, ln2_hi, xc);
+        let r = _mm512_fnmadd_ps(k, ln2_lo, r);
+        let mut p = p0;
+        for c in coef {
+            p = _mm512_fmadd_ps(p, r, c);
+        }
+        // (ki + 127) << 23 with ki = bits(kf) - 0x4B40_0000
+        let two_k = _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_sub_epi32(
+            _mm512_castps_si512(kf),
+            bias,
+        )));
+        let e = _mm512_mask_blend_ps(under, _mm512_mul_ps(p, two_k), zero);
+        // bf16_bits: round to nearest even, a NaN quieted (bit 6); e is never subnormal
+        (e, unsafe {
+            std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(e))
+        })
+    };
+    for r in 0..mx.len() {
+        let row = &mut sc[r * KBLK..r * KBLK + st.nk];
+        let scale = if st.scale > 0.0 {
+            st.scale
+        } else {
+            row.iter_mut().for_each(|x| *x *= st.scale);
+            1.0
+        };
+        let m_new = mx[r].max(max_lanes(row) * scale);
+        let (vs, vnm) = (_mm512_set1_ps(scale), _mm512_set1_ps(-m_new));
+        let mut acc = zero;
+        let mut tail = 0f32;
         let prow = &mut pa[r * st.psteps..r * st.psteps + st.kblocks];
         for (j, line) in prow.iter_mut().enumerate() {
             let src = &row[j * T..((j + 1) * T).min(st.nk)];
-            for (d, &p) in line.0.iter_mut().zip(src) {
-                *d = bf16_bits(p);
+            if src.len() == T {
+                for h in 0..2 {
+                    // SAFETY: 16 values at src[16 h..] (src holds 32); 16 u16 at line.0[16 h..].
+                    let x = unsafe { _mm512_loadu_ps(src.as_ptr().add(h * 16)) };
+                    let (e, b) = exp16(_mm512_fmadd_ps(x, vs, vnm));
+                    acc = _mm512_add_ps(acc, e);
+                    unsafe { _mm256_storeu_si256(line.0.as_mut_ptr().add(h * 16).cast(), b) };
+                }
+            } else {
+                for (d, &x) in line.0.iter_mut().zip(src) {
+                    let e = exp_shifted(x.mul_add(scale, -m_new));
+                    tail += e;
+                    *d = bf16_bits(e);
+                }
+                line.0[src.len()..].fill(0);
             }
-            line.0[src.len()..].fill(0);
         }
+        let mut lanes = [0f32; 16];
+        // SAFETY: 16 f32 at lanes.
+        unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), acc) };
+        let step_sum = lanes.iter().fold(0f32, |a, &b| a + b) + tail;
+        if st.first {
+            sum[r] = step_sum;
+        } else {
+            let corr = exp_f32(mx[r] - m_new);
+            sum[r] = sum[r] * corr + step_sum;
+            o[r * st.ocols..r * st.ocols + st.hd]
+                .iter_mut()
+                .for_each(|x| *x *= corr);
+        }
+        mx[r] = m_new;
     }
 }
 
@@ -437,6 +603,98 @@ unsafe fn emulated_block<const ACC: bool>(
 mod tests {
     use super::*;
     use crate::kernels::amx::round_bf16;
+
+    /// The softmax's exponential: within 3 ulp of f64's exp over [-87, 0] (and slightly
+    /// above 0, where rounding can put a shifted score), 0 below -87 and for -inf, NaN for NaN.
+    #[test]
+    fn exp_shifted_is_within_three_ulp() {
+        let mut worst = 0.0f64;
+        let mut x = -87.0f32;
+        while x <= 1e-4 {
+            let got = exp_shifted(x) as f64;
+            let want = (x as f64).exp();
+            let w = want as f32;
+            let ulp = (f32::from_bits(w.to_bits() + 1) - w) as f64;
+            worst = worst.max((got - want).abs() / ulp);
+            x += 0.000_37;
+        }
+        assert!(worst <= 3.0, "worst exp_shifted error {worst} ulp");
+        assert_eq!(exp_shifted(0.0), 1.0);
+        assert!(exp_shifted(-87.0) >= f32::MIN_POSITIVE);
+        assert_eq!(exp_shifted(-87.001), 0.0);
+        assert_eq!(exp_shifted(f32::NEG_INFINITY), 0.0);
+        assert!(exp_shifted(f32::NAN).is_nan());
+    }
+
+    /// The AVX-512 softmax step gives the portable loop's bits: probabilities, maxima, sums and
+    /// rescaled outputs, over full and partial key steps, a first and a later step, scores that
+    /// are large, tiny, -inf and NaN.
+    #[test]
+    fn softmax_paths_give_the_same_bits() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if !(std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bf16"))
+            {
+                return;
+            }
+            let (qb, psteps, ocols, hd) = (40usize, KBLK / T, 64, 48);
+            let rows = qb.div_ceil(T) * T;
+            let mut seed = 0x9e37_79b9_u32;
+            let mut rnd = || {
+                seed ^= seed << 13;
+                seed ^= seed >> 17;
+                seed ^= seed << 5;
+                seed
+            };
+            for nk in [KBLK, 200, 33, 32, 1] {
+                let sc0: Vec<f32> = (0..rows * KBLK)
+                    .map(|i| match rnd() % 97 {
+                        0 => f32::NEG_INFINITY,
+                        1 if i % 5 == 0 => f32::NAN,
+                        2 => 3.0e4,
+                        n => (n as f32 - 48.0) * 0.731 + (rnd() % 1000) as f32 * 1e-3,
+                    })
+                    .collect();
+                let o0: Vec<f32> = (0..rows * ocols).map(|i| (i % 13) as f32 - 6.5).collect();
+                let mut out = Vec::new();
+                for vector in [false, true] {
+                    let (mut sc, mut o) = (sc0.clone(), o0.clone());
+                    let mut pa = vec![Line([7; 32]); rows * psteps];
+                    let mut mx: Vec<f32> = (0..qb).map(|r| r as f32 * 0.5 - 3.0).collect();
+                    let mut sum: Vec<f32> = (0..qb).map(|r| 1.0 + r as f32).collect();
+                    for first in [true, false] {
+                        let st = Step {
+                            nk,
+                            kblocks: nk.div_ceil(T),
+                            psteps,
+                            ocols,
+                            hd,
+                            scale: 0.125,
+                            first,
+                        };
+                        if vector {
+                            // SAFETY: AVX-512F and AVX512-BF16 detected above.
+                            unsafe {
+                                softmax_rows_avx512(
+                                    &st, &mut sc, &mut pa, &mut mx, &mut sum, &mut o,
+                                )
+                            };
+                        } else {
+                            softmax_rows(&st, &mut sc, &mut pa, &mut mx, &mut sum, &mut o);
+                        }
+                    }
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    let lines: Vec<u16> = pa.iter().flat_map(|l| l.0).collect();
+                    out.push((lines, bits(&mx), bits(&sum), bits(&o)));
+                }
+                assert!(out[0].0 == out[1].0, "nk {nk}: probabilities differ");
+                assert!(out[0].1 == out[1].1, "nk {nk}: maxima differ");
+                assert!(out[0].2 == out[1].2, "nk {nk}: sums differ");
+                assert!(out[0].3 == out[1].3, "nk {nk}: outputs differ");
+            }
+        }
+    }
 
     /// f64 attention of one head over one segment, inputs as given.
     fn naive(
