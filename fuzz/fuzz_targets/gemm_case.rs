@@ -12,8 +12,12 @@
 //! window of a wider array, column-major, every other row), bit 6 the weight packed from a
 //! transposed view, bit 7 `new_bf16` for kernel 7. Bytes 2-4: m, k, n from lists of edge sizes
 //! (`M`, `K`, `N`), byte 5 the value classes' mix; the rest seeds the values.
-//! A kernel this CPU (or `GLM5V_CPU_ISA`) does not run is skipped; without AMX, kernel 6 checks
-//! the split its inputs go through instead (`amx::split3`: three bf16 values summing to x).
+//! A kernel this CPU (or `GLM5V_CPU_ISA`) does not run is skipped, but for AMX: without the
+//! unit, kernels 5 and 6 run `AmxWeight::linear_emulated` (the unit path's packing, blocking and
+//! summation chunks, each 32 x 32 tile block's sums computed in f64 from the packed bf16 values,
+//! within the same bound), and
+//! kernel 6 checks the split its inputs go through (`amx::split3`: three bf16 values summing to
+//! x) on every CPU.
 //!
 //! The bound, per output y = sum_j x_j w_j + b + r (the residual added last), with S = sum_j
 //! |x_j w_j| + |b| + |r| over the values the kernel multiplies, u = 2^-24 and
@@ -456,18 +460,30 @@ pub fn check_with(data: &[u8], strict: bool) {
             } else {
                 amx::Parts::Three
             };
-            if !amx::available() {
-                if kernel == 6 {
-                    check_split(&x);
-                }
-                return;
+            if kernel == 6 {
+                check_split(&x);
             }
-            let a = amx::AmxWeight::pack(wv, kernel == 5).expect("a bf16-exact weight packs");
-            run(&mut || a.linear(xs, m, bs, rs, &mut y, parts));
-            if kernel == 5 {
-                ("amx bf16", Mode::Bf16)
+            let Some(a) = amx::AmxWeight::pack(wv, kernel == 5) else {
+                // the split-f32 product takes finite bf16-exact weights only (finding G2)
+                assert!(
+                    kernel == 6 && w.iter().any(|v| !v.is_finite()),
+                    "a finite bf16-exact weight packs"
+                );
+                return;
+            };
+            let on_unit = amx::available();
+            if on_unit {
+                run(&mut || a.linear(xs, m, bs, rs, &mut y, parts));
             } else {
-                ("amx split-f32", Mode::Split3)
+                // the same packing, blocking and chunks, each tile block emulated
+                let chunk = amx::summation_chunk(parts);
+                run(&mut || a.linear_emulated(xs, m, bs, rs, &mut y, parts, chunk));
+            }
+            match (kernel, on_unit) {
+                (5, true) => ("amx bf16", Mode::Bf16),
+                (5, false) => ("amx bf16 (emulated)", Mode::Bf16),
+                (_, true) => ("amx split-f32", Mode::Split3),
+                (_, false) => ("amx split-f32 (emulated)", Mode::Split3),
             }
         }
         _ => {

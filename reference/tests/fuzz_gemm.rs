@@ -1,8 +1,9 @@
 //! The `gemm` fuzz target's check (`fuzz/fuzz_targets/gemm_case.rs`, issue 26: the CPU `Linear`
 //! kernels against a naive f64 product within a stated error bound) over its committed findings
 //! (`fuzz/regressions/gemm/`) and seeds (`fuzz/corpus/seed/gemm/`), so that every finding stays
-//! a regression test without cargo-fuzz. A kernel this CPU lacks is skipped by the check itself
-//! (run it on an AMX machine to replay the AMX cases).
+//! a regression test without cargo-fuzz. A kernel this CPU lacks is skipped by the check itself,
+//! but for AMX's, which run emulated (the unit path's packing and blocking, each tile block in
+//! software) where there is no unit.
 
 #[allow(dead_code)]
 #[path = "../../fuzz/fuzz_targets/gemm_case.rs"]

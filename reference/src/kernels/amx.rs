@@ -87,6 +87,13 @@ fn kc(parts: Parts) -> usize {
     }
 }
 
+/// The summation chunk the unit's path uses for `parts` (inputs), for
+/// [`AmxWeight::linear_emulated`].
+#[doc(hidden)]
+pub fn summation_chunk(parts: Parts) -> usize {
+    kc(parts)
+}
+
 /// The bf16 mode's summation chunk (0: not read yet).
 static BF16_KC: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
@@ -168,10 +175,12 @@ pub struct AmxWeight {
 }
 
 impl AmxWeight {
-    /// `w` `[n, k]` (any strides) repacked; each value rounded to bf16 when `round`, else
-    /// `None` unless every value is exactly a bf16 value.
+    /// `w` `[n, k]` (any strides) repacked; each value rounded to bf16 when `round` (the bf16
+    /// mode), else (the split-f32 product) `None` unless every value is exactly a finite bf16
+    /// value: an infinite weight would meet the zero parts of an input's split (0 x inf = NaN
+    /// where the f32 product is an infinity; found by the `gemm` fuzz target, emulated, G2).
     pub fn pack(w: ArrayView2<f32>, round: bool) -> Option<Self> {
-        if !round && !w.iter().all(|v| v.to_bits() & 0xffff == 0) {
+        if !round && !w.iter().all(|v| v.to_bits() & 0xffff == 0 && v.is_finite()) {
             return None;
         }
         let (n, k) = w.dim();
@@ -237,12 +246,16 @@ impl AmxWeight {
         self.checked::<false>(x, m, bias, residual, y, parts, kc(parts));
     }
 
-    /// [`AmxWeight::linear`] with every tile block computed by [`emulated_block`] (any CPU,
-    /// tests): the packing, blocking and summation of the unit's path, checked where there is
-    /// no unit. `chunk` is the summation chunk in inputs (a multiple of 32).
-    #[cfg(test)]
+    /// [`AmxWeight::linear`] with every tile block computed by [`emulated_block`] (any CPU; for
+    /// the unit tests and the `gemm` fuzz target): the packing, blocking and summation of the
+    /// unit's path, checked where there is no unit. `chunk` is the summation chunk in inputs (a
+    /// multiple of 32; [`summation_chunk`] gives the unit's).
+    ///
+    /// # Panics
+    /// As [`AmxWeight::linear`], but on any CPU.
+    #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
-    fn linear_emulated(
+    pub fn linear_emulated(
         &self,
         x: &[f32],
         m: usize,
@@ -536,7 +549,8 @@ super::act::on_widest_unit! {
 }
 
 /// [`block`]'s sums computed in f64 from the same packed layouts and stored as f32 in
-/// [`Scratch`]'s order (tests: the unit's path checked on any CPU).
+/// [`Scratch`]'s order (the unit tests and the `gemm` fuzz target: the unit's path checked on
+/// any CPU).
 ///
 /// # Safety
 /// As [`block`]'s, without the tile configuration.
@@ -872,6 +886,30 @@ pub fn amx_peak_gflops(threads: usize, iters: usize) -> Option<f64> {
 mod tests {
     use super::*;
     use ndarray::Array2;
+
+    /// Finding G2 (the `gemm` fuzz target, AMX emulated): an input whose split has zero parts
+    /// (0.5: mid = lo = 0) times an infinite weight gave NaN (0 x inf) where the f32 product is
+    /// an infinity. The split-f32 path now takes finite bf16-exact weights only (the FMA panels
+    /// keep the others); the bf16 mode, which rounds its inputs to one part, still packs them.
+    #[test]
+    fn split_product_takes_finite_weights_only() {
+        let [_, mid, lo] = split3(0.5);
+        assert_eq!((bf16_value(mid), bf16_value(lo)), (0.0, 0.0));
+        for bad in [f32::INFINITY, f32::NEG_INFINITY, f32::NAN] {
+            let w = Array2::from_shape_vec((2, 2), vec![1.0, bad, 0.5, 2.0]).unwrap();
+            assert!(AmxWeight::pack(w.view(), false).is_none(), "{bad}");
+            assert!(AmxWeight::pack(w.view(), true).is_some(), "{bad}");
+        }
+        let w = Array2::from_shape_vec((1, 2), vec![1.0f32, -2.0]).unwrap();
+        assert!(AmxWeight::pack(w.view(), false).is_some());
+        // and the f32 mode's weight then takes the panels, whose product is the infinity
+        let w = Array2::from_shape_vec((1, 2), vec![f32::INFINITY, 1.0]).unwrap();
+        let lw = crate::kernels::gemm::LinearWeight::new(w);
+        assert_ne!(lw.kernel(), "amx");
+        let x = Array2::from_shape_vec((1, 2), vec![0.5f32, 0.25]).unwrap();
+        let y = lw.apply(x.view(), None, crate::kernels::gemm::Par::Seq);
+        assert_eq!(y[[0, 0]], f32::INFINITY);
+    }
 
     #[test]
     fn three_parts_are_exact() {
