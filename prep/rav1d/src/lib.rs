@@ -587,7 +587,15 @@ pub unsafe extern "C-unwind" fn dav1d_get_picture(
         let c = unsafe { c.as_ref() };
         let mut out_rust = Default::default(); // TODO(kkysen) Temporary until we return it directly.
         let result = rav1d_get_picture(c, &mut out_rust);
-        let out_c = out_rust.into();
+        // glm5v: without a picture, `out` gets one that holds no reference (dav1d's zeroed
+        // picture), not the default `Rav1dPicture`, whose fresh `itut_t35` `Arc` leaked when the
+        // caller asked again or never unref'd it (LeakSanitizer, glm5v's `formats` fuzz target).
+        let out_c = if result.is_ok() {
+            out_rust.into()
+        } else {
+            drop(out_rust);
+            Dav1dPicture::default()
+        };
         // SAFETY: `out` is safe to write to.
         unsafe { out.as_ptr().write(out_c) };
         result
@@ -814,11 +822,13 @@ pub unsafe extern "C-unwind" fn dav1d_picture_unref(p: Option<NonNull<Dav1dPictu
     };
     // SAFETY: `p` is safe to read from.
     let p_c = unsafe { p.as_ptr().read() };
-    let mut p_rust = p_c.to::<Rav1dPicture>();
-    let _ = mem::take(&mut p_rust);
-    let p_c = p_rust.into();
+    // every reference the picture held released, then (glm5v) a picture that holds none, as
+    // dav1d's unref zeroes it: rav1d wrote back a default `Rav1dPicture`, whose fresh
+    // `itut_t35` `Arc` leaked unless the picture was unref'd again (LeakSanitizer, glm5v's
+    // `formats` fuzz target)
+    drop(p_c.to::<Rav1dPicture>());
     // SAFETY: `p` is safe to write to.
-    unsafe { p.as_ptr().write(p_c) };
+    unsafe { p.as_ptr().write(Dav1dPicture::default()) };
 }
 
 /// # Safety
