@@ -63,6 +63,8 @@ struct Summary {
     features: Option<u64>,
     corpus: Option<String>,
     artifacts: Vec<String>,
+    /// Inputs libFuzzer reported as slow (`-report_slow_units`): listed, not failures.
+    slow: Vec<String>,
     exit: Option<i32>,
     /// Wall-clock seconds of the run (the build before it not included).
     seconds: f64,
@@ -95,7 +97,12 @@ fn parse_line(s: &mut Summary, line: &str) {
         }
     }
     if let Some(p) = line.split("Test unit written to ").nth(1) {
-        s.artifacts.push(p.trim().to_string());
+        let p = p.trim().to_string();
+        if p.contains("/slow-unit-") {
+            s.slow.push(p);
+        } else {
+            s.artifacts.push(p);
+        }
     }
 }
 
@@ -146,12 +153,18 @@ pub fn run(repo_root: &Path, seconds: u64, targets: &[String]) -> anyhow::Result
         let mut child = Command::new("cargo")
             .current_dir(repo_root)
             .env("RUSTC_BOOTSTRAP", "1")
+            // panics keep their backtraces, but `std::backtrace::Backtrace::capture` stays off:
+            // rav1d built with debug assertions (as cargo-fuzz builds) captures one for every
+            // borrow its `DisjointMut` tracks, which made one 1024 x 770 AVIF take minutes
+            .env("RUST_LIB_BACKTRACE", "0")
             .args(["fuzz", "run", t])
             .args(feature_args(t))
             .args(target_dir_args())
             .args([&corpus, &seed, "--"])
             .arg(format!("-max_total_time={seconds}"))
-            .args(["-timeout=20", "-rss_limit_mb=2048", "-print_final_stats=1"])
+            // 60 s: under ASan and debug assertions a 1-Mpixel AVIF's four decodes (plan, load,
+            // prep_images at 1 and 2 threads) take 10-15 s on a busy core
+            .args(["-timeout=60", "-rss_limit_mb=2048", "-print_final_stats=1"])
             .stdout(Stdio::inherit())
             .stderr(Stdio::piped())
             .spawn()
@@ -188,6 +201,8 @@ pub fn run(repo_root: &Path, seconds: u64, targets: &[String]) -> anyhow::Result
         let findings = if !s.artifacts.is_empty() {
             failed.push(t.clone());
             format!("CRASH: {}", s.artifacts.join(", "))
+        } else if s.exit == Some(0) && !s.slow.is_empty() {
+            format!("none (slow units, not failures: {})", s.slow.join(", "))
         } else if s.exit == Some(0) {
             "none".to_string()
         } else {
@@ -226,6 +241,7 @@ mod tests {
             "#600000\tDONE   cov: 912 ft: 2150 corp: 310/41Kb lim: 4096 exec/s: 10000 rss: 310Mb",
             "Done 600000 runs in 60 second(s)",
             "artifact_prefix='fuzz/artifacts/image/'; Test unit written to fuzz/artifacts/image/crash-abc",
+            "artifact_prefix='fuzz/artifacts/image/'; Test unit written to fuzz/artifacts/image/slow-unit-def",
         ] {
             parse_line(&mut s, l);
         }
@@ -237,6 +253,10 @@ mod tests {
         assert_eq!(
             s.artifacts,
             vec!["fuzz/artifacts/image/crash-abc".to_string()]
+        );
+        assert_eq!(
+            s.slow,
+            vec!["fuzz/artifacts/image/slow-unit-def".to_string()]
         );
     }
 }

@@ -34,9 +34,10 @@ tasks:
                                     copy and check that the tower fixtures fail for each (slow)
   fuzz [--seconds N] [TARGET...]    run the cargo-fuzz targets of fuzz/ for N seconds each
                                     (default 60; needs cargo-fuzz)
-  sanitize [STEP...]                prep tests, a reference subset and the fuzz corpora under
-                                    ASan, threaded prep tests under TSan (asan-prep,
-                                    asan-reference, asan-fuzz, tsan-prep; minutes each)
+  sanitize [STEP...]                prep tests, a reference subset, the kernels' tests and the
+                                    fuzz corpora under ASan, threaded prep tests under TSan
+                                    (asan-prep, asan-reference, asan-kernels, asan-fuzz,
+                                    tsan-prep; minutes each)
   fixtures --check                  verify committed fixtures against their manifests
   docs-check [--list]               run the README's and docs/'s code blocks marked `check`
                                     (cheap commands on the fixtures, the Rust example, Python)

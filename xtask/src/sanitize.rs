@@ -7,6 +7,8 @@
 //!   assertions on;
 //! - `asan-reference`: the reference crate's integration tests on the tiny checkpoints (not the
 //!   full-size tower tests, far too slow under ASan) and conformance's concurrency test;
+//! - `asan-kernels`: the reference crate's kernel unit tests (`kernels::`: every CPU kernel
+//!   against f64, AMX through its emulation where the CPU has no unit);
 //! - `asan-fuzz`: every fuzz target's corpus (`fuzz/corpus/<t>` and the committed seeds) run
 //!   once by its cargo-fuzz build, which is ASan-instrumented (`-runs=0`);
 //! - `tsan-prep`: the prep tests that run on several threads (the two-thread inflate, the
@@ -26,7 +28,13 @@ use std::process::Command;
 use std::time::Instant;
 
 const TARGET: &str = "x86_64-unknown-linux-gnu";
-const STEPS: &[&str] = &["asan-prep", "asan-reference", "asan-fuzz", "tsan-prep"];
+const STEPS: &[&str] = &[
+    "asan-prep",
+    "asan-reference",
+    "asan-kernels",
+    "asan-fuzz",
+    "tsan-prep",
+];
 
 /// ThreadSanitizer reports inside std's synchronisation (channels, `Once`, `Mutex`, thread
 /// start and join), rayon's latches and registry and crossbeam's deques, whose std parts are not
@@ -106,6 +114,14 @@ fn run_step(repo_root: &Path, step: &str) -> anyhow::Result<bool> {
             .args(["-p", "glm5v-conformance", "--test", "concurrency"])
             .args(["--", "--skip", "one_segment_of_32000_patches_runs"])
             .status(),
+        // the kernels' unit tests (f32 panels, AVX512-BF16, AMX emulated where there is no
+        // unit, the attention's softmax in intrinsics): the crate's unsafe loads and stores;
+        // built in asan-reference's directory (the same flags)
+        "asan-kernels" => sanitized_cargo(repo_root, "asan-reference", "address")
+            .env("ASAN_OPTIONS", "detect_leaks=1")
+            .args(["test", "--release", "--no-fail-fast", "--target", TARGET])
+            .args(["-p", "glm5v-reference", "--lib", "--", "kernels::"])
+            .status(),
         "asan-fuzz" => return replay_corpora(repo_root),
         "tsan-prep" => {
             let supp = target_base(repo_root).join("tsan-suppressions.txt");
@@ -146,6 +162,7 @@ fn replay_corpora(repo_root: &Path) -> anyhow::Result<bool> {
         let status = Command::new("cargo")
             .current_dir(repo_root)
             .env("RUSTC_BOOTSTRAP", "1")
+            .env("RUST_LIB_BACKTRACE", "0") // as `cargo xtask fuzz` runs them
             .args(["fuzz", "run", t])
             .args(crate::fuzz::target_dir_args())
             .args(&dirs)
