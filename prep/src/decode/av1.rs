@@ -55,27 +55,28 @@ pub(crate) struct Frame {
     pub cicp: (u8, u8, u8, bool),
 }
 
-struct Ctx(Option<Dav1dContext>);
-
-impl Drop for Ctx {
-    fn drop(&mut self) {
-        // A context whose decoder panicked is leaked: its state is not to be trusted again.
-        if self.0.is_some() && !std::thread::panicking() {
-            // SAFETY: the context came from dav1d_open and is closed once.
-            unsafe { d::dav1d_close(NonNull::new(&mut self.0)) }
-        }
-    }
+/// What the decoder holds for one sample: the context, the input buffer, the output picture.
+/// Released in that picture-data-context order when dropped (a picture of nothing, empty data
+/// and no context are no-ops), unless dropped while a panic unwinds (see [`decode`]).
+#[derive(Default)]
+struct Decoder {
+    ctx: Option<Dav1dContext>,
+    data: Dav1dData,
+    pic: Dav1dPicture,
 }
 
-struct Pic(Dav1dPicture);
-
-impl Drop for Pic {
+impl Drop for Decoder {
     fn drop(&mut self) {
         if std::thread::panicking() {
             return;
         }
-        // SAFETY: a picture from dav1d_get_picture (or zeroed: unref of an empty one is a no-op).
-        unsafe { d::dav1d_picture_unref(NonNull::new(&mut self.0)) }
+        // SAFETY: data from dav1d_data_create, the picture from dav1d_get_picture (or empty),
+        // the context from dav1d_open: each released once (released, each is empty).
+        unsafe {
+            d::dav1d_data_unref(NonNull::new(&mut self.data));
+            d::dav1d_picture_unref(NonNull::new(&mut self.pic));
+            d::dav1d_close(NonNull::new(&mut self.ctx));
+        }
     }
 }
 
@@ -87,16 +88,32 @@ pub(crate) fn decode(sample: &[u8], max_pixels: u64) -> Result<Frame, Fail> {
     }
     // rav1d is memory-safe Rust; a malformed stream that trips one of its checks panics
     // rather than reading out of bounds: that is a corrupt file here, not a crash (the vendored
-    // rav1d's C API unwinds, see prep/rav1d/VENDORED.md).
-    match std::panic::catch_unwind(|| decode_inner(sample, max_pixels)) {
+    // rav1d's C API unwinds, see prep/rav1d/VENDORED.md). The decoder's state lives out here so
+    // that after such a panic the context, with its frame buffers, is still closed (Rust state
+    // that unwinding kept consistent; a close that panicked too would leave it leaked): a
+    // crafted file cannot make each decode leak megabytes. The input buffer and the picture
+    // are C-side copies of references that rav1d may have taken and dropped while unwinding:
+    // releasing them again was a use after free (ASan, finding F9), so they are forgotten
+    // (at most the sample's bytes stay allocated).
+    let mut dec = Decoder::default();
+    let run = std::panic::AssertUnwindSafe(|| decode_inner(&mut dec, sample, max_pixels));
+    match std::panic::catch_unwind(run) {
         Ok(r) => r,
-        Err(_) => Err(Fail::Corrupt(
-            "the AV1 decoder stopped on malformed data".into(),
-        )),
+        Err(_) => {
+            let mut ctx = Decoder::default();
+            ctx.ctx = dec.ctx.take();
+            // plain C structs: overwritten, not released
+            dec.data = Dav1dData::default();
+            dec.pic = Dav1dPicture::default();
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(ctx)));
+            Err(Fail::Corrupt(
+                "the AV1 decoder stopped on malformed data".into(),
+            ))
+        }
     }
 }
 
-fn decode_inner(sample: &[u8], max_pixels: u64) -> Result<Frame, Fail> {
+fn decode_inner(dec: &mut Decoder, sample: &[u8], max_pixels: u64) -> Result<Frame, Fail> {
     let corrupt = |what: &str| Fail::Corrupt(format!("AV1: {what}"));
     // SAFETY: the C API of rav1d used as dav1d's: settings written by dav1d_default_settings,
     // the context and picture released by their guards, the data buffer owned by the decoder.
@@ -112,37 +129,37 @@ fn decode_inner(sample: &[u8], max_pixels: u64) -> Result<Frame, Fail> {
         // No logger (rav1d's default prints to stderr): the logger is two nullable pointers.
         let logger = std::ptr::addr_of_mut!(s.logger);
         std::ptr::write_bytes(logger.cast::<u8>(), 0, std::mem::size_of_val(&*logger));
-        let mut ctx = Ctx(None);
-        if d::dav1d_open(NonNull::new(&mut ctx.0), NonNull::new(&mut s)).0 != 0 || ctx.0.is_none() {
+        if d::dav1d_open(NonNull::new(&mut dec.ctx), NonNull::new(&mut s)).0 != 0
+            || dec.ctx.is_none()
+        {
             return Err(corrupt("the decoder could not be opened"));
         }
-        let c = ctx.0;
-        let mut data: Dav1dData = Default::default();
-        let buf = d::dav1d_data_create(NonNull::new(&mut data), sample.len());
+        let c = dec.ctx;
+        let Decoder { data, pic, .. } = dec;
+        let buf = d::dav1d_data_create(NonNull::new(data), sample.len());
         if buf.is_null() {
             return Err(Fail::Limits);
         }
         std::ptr::copy_nonoverlapping(sample.as_ptr(), buf, sample.len());
-        let mut pic = Pic(Default::default());
         let mut got = false;
         loop {
             if data.sz > 0 {
-                let r = d::dav1d_send_data(c, NonNull::new(&mut data)).0;
+                let r = d::dav1d_send_data(c, NonNull::new(&mut *data)).0;
                 if r < 0 && r != EAGAIN {
-                    d::dav1d_data_unref(NonNull::new(&mut data));
+                    d::dav1d_data_unref(NonNull::new(&mut *data));
                     return Err(corrupt(
                         "the stream could not be decoded (corrupt or truncated)",
                     ));
                 }
             }
-            let r = d::dav1d_get_picture(c, NonNull::new(&mut pic.0)).0;
+            let r = d::dav1d_get_picture(c, NonNull::new(&mut *pic)).0;
             if r == EAGAIN {
                 if data.sz > 0 {
                     continue;
                 }
                 break;
             } else if r < 0 {
-                d::dav1d_data_unref(NonNull::new(&mut data));
+                d::dav1d_data_unref(NonNull::new(&mut *data));
                 return Err(corrupt(
                     "the frame could not be decoded (corrupt or truncated)",
                 ));
@@ -151,11 +168,11 @@ fn decode_inner(sample: &[u8], max_pixels: u64) -> Result<Frame, Fail> {
                 break;
             }
         }
-        d::dav1d_data_unref(NonNull::new(&mut data));
+        d::dav1d_data_unref(NonNull::new(&mut *data));
         if !got {
             return Err(corrupt("the sample holds no complete frame (truncated)"));
         }
-        let p = &pic.0;
+        let p = &*pic;
         let depth = p.p.bpc;
         if !matches!(depth, 8 | 10 | 12) {
             return Err(corrupt("unknown bit depth"));
