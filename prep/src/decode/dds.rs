@@ -433,10 +433,12 @@ pub(super) fn bits(src: &[u8], bit: usize, count: u8) -> u8 {
     ((x >> b) & ((1u32 << count) - 1)) as u8
 }
 
-/// `expand_quantized`.
+/// `expand_quantized`, with C's promotion to int: for 8-bit values (BC7 modes 4-7) `v >> 8` is
+/// 0, where a shift of the u8 overflowed (a panic with overflow checks, finding F10; release
+/// builds masked it to `v >> 0`, the same value by chance).
 fn expand(v: u8, bits: u8) -> u8 {
     let v = ((v as u32) << (8 - bits)) as u8;
-    v | (v >> bits)
+    v | ((v as u32) >> bits) as u8
 }
 
 /// `decode_bc7_block`: 16 RGBA pixels.
@@ -559,6 +561,20 @@ fn bc7_block(src: &[u8]) -> [[u8; 4]; 16] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pillow's `expand_quantized` (C: UINT8 promoted to int before `>>`) for every value and
+    /// width BC7 uses, 8 bits included (finding F10: overflowed in Rust's u8 shift).
+    #[test]
+    fn expand_quantized_as_c_computes_it() {
+        for bits in [4u8, 5, 6, 7, 8] {
+            for v in 0..(1u32 << bits) {
+                let shifted = (v << (8 - bits)) & 0xff;
+                let want = (shifted | (shifted >> bits)) as u8;
+                assert_eq!(expand(v as u8, bits), want, "v {v}, {bits} bits");
+            }
+        }
+        assert_eq!(expand(0xab, 8), 0xab);
+    }
 
     #[test]
     fn bc1_block_interpolates_as_pillow() {
