@@ -316,17 +316,9 @@ fn softmax_rows(
     sum: &mut [f32],
     o: &mut [f32],
 ) {
-    use super::act::{exp_f32, max_lanes};
     for r in 0..mx.len() {
         let row = &mut sc[r * KBLK..r * KBLK + st.nk];
-        // a scale that is not positive (never the tower's, head_dim^-0.5) applied first
-        let scale = if st.scale > 0.0 {
-            st.scale
-        } else {
-            row.iter_mut().for_each(|x| *x *= st.scale);
-            1.0
-        };
-        let m_new = mx[r].max(max_lanes(row) * scale);
+        let (scale, m_new) = row_start(st, row, mx[r]);
         let neg_m = -m_new;
         let mut acc = [0f32; 16];
         let mut tail = 0f32;
@@ -342,31 +334,70 @@ fn softmax_rows(
                     }
                 }
             } else {
-                for (d, &x) in line.0.iter_mut().zip(src) {
-                    let e = exp_shifted(x.mul_add(scale, neg_m));
-                    tail += e;
-                    *d = bf16_bits(e);
-                }
-                line.0[src.len()..].fill(0);
+                tail += partial_line(line, src, scale, neg_m);
             }
         }
         let step_sum = acc.iter().fold(0f32, |a, &b| a + b) + tail;
-        if st.first {
-            sum[r] = step_sum;
-        } else {
-            let corr = exp_f32(mx[r] - m_new);
-            sum[r] = sum[r] * corr + step_sum;
-            o[r * st.ocols..r * st.ocols + st.hd]
-                .iter_mut()
-                .for_each(|x| *x *= corr);
-        }
-        mx[r] = m_new;
+        row_finish(st, r, m_new, step_sum, mx, sum, o);
     }
 }
 
+/// The start of a row's step, shared by both softmax loops: the scale to apply (a scale that is
+/// not positive, never the tower's head_dim^-0.5, is applied to the row first and 1 returned)
+/// and the new running maximum, the row's maximum times the scale.
+#[inline(always)]
+fn row_start(st: &Step, row: &mut [f32], mx: f32) -> (f32, f32) {
+    let scale = if st.scale > 0.0 {
+        st.scale
+    } else {
+        row.iter_mut().for_each(|x| *x *= st.scale);
+        1.0
+    };
+    (scale, mx.max(super::act::max_lanes(row) * scale))
+}
+
+/// A row's last, partial line of keys: each probability by [`exp_shifted`], written as bf16,
+/// the line's padding zeroed; returns their sum, in order.
+#[inline(always)]
+fn partial_line(line: &mut Line, src: &[f32], scale: f32, neg_m: f32) -> f32 {
+    let mut tail = 0f32;
+    for (d, &x) in line.0.iter_mut().zip(src) {
+        let e = exp_shifted(x.mul_add(scale, neg_m));
+        tail += e;
+        *d = bf16_bits(e);
+    }
+    line.0[src.len()..].fill(0);
+    tail
+}
+
+/// The end of a row's step, shared by both softmax loops: the running sum (and on a later
+/// step the outputs) rescaled to the new maximum, the step's sum added, the maximum kept.
+#[inline(always)]
+fn row_finish(
+    st: &Step,
+    r: usize,
+    m_new: f32,
+    step_sum: f32,
+    mx: &mut [f32],
+    sum: &mut [f32],
+    o: &mut [f32],
+) {
+    if st.first {
+        sum[r] = step_sum;
+    } else {
+        let corr = super::act::exp_f32(mx[r] - m_new);
+        sum[r] = sum[r] * corr + step_sum;
+        o[r * st.ocols..r * st.ocols + st.hd]
+            .iter_mut()
+            .for_each(|x| *x *= corr);
+    }
+    mx[r] = m_new;
+}
+
 /// [`softmax_rows`] in AVX-512 intrinsics: [`exp_shifted`] on 16 lanes, op for op (fused where
-/// it fuses), and [`bf16_bits`] as `vcvtneps2bf16` (the same rounding for normal values), the full lines' sums in the same 16 lanes, the last partial line,
-/// the row's maximum reduced as [`max_lanes`](super::act::max_lanes) does.
+/// it fuses), and [`bf16_bits`] as `vcvtneps2bf16` (the same rounding for normal values); the
+/// full lines' sums in the same 16 lanes; the row's start, its partial line and its end by the
+/// same functions as the portable loop.
 ///
 /// # Safety
 /// AVX-512F and AVX512-BF16 available.
@@ -380,7 +411,6 @@ unsafe fn softmax_rows_avx512(
     sum: &mut [f32],
     o: &mut [f32],
 ) {
-    use super::act::{exp_f32, max_lanes};
     use std::arch::x86_64::*;
     let lo = _mm512_set1_ps(EXP_LO);
     let zero = _mm512_setzero_ps();
@@ -415,13 +445,7 @@ unsafe fn softmax_rows_avx512(
     };
     for r in 0..mx.len() {
         let row = &mut sc[r * KBLK..r * KBLK + st.nk];
-        let scale = if st.scale > 0.0 {
-            st.scale
-        } else {
-            row.iter_mut().for_each(|x| *x *= st.scale);
-            1.0
-        };
-        let m_new = mx[r].max(max_lanes(row) * scale);
+        let (scale, m_new) = row_start(st, row, mx[r]);
         let (vs, vnm) = (_mm512_set1_ps(scale), _mm512_set1_ps(-m_new));
         let mut acc = zero;
         let mut tail = 0f32;
@@ -437,28 +461,14 @@ unsafe fn softmax_rows_avx512(
                     unsafe { _mm256_storeu_si256(line.0.as_mut_ptr().add(h * 16).cast(), b) };
                 }
             } else {
-                for (d, &x) in line.0.iter_mut().zip(src) {
-                    let e = exp_shifted(x.mul_add(scale, -m_new));
-                    tail += e;
-                    *d = bf16_bits(e);
-                }
-                line.0[src.len()..].fill(0);
+                tail += partial_line(line, src, scale, -m_new);
             }
         }
         let mut lanes = [0f32; 16];
         // SAFETY: 16 f32 at lanes.
         unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), acc) };
         let step_sum = lanes.iter().fold(0f32, |a, &b| a + b) + tail;
-        if st.first {
-            sum[r] = step_sum;
-        } else {
-            let corr = exp_f32(mx[r] - m_new);
-            sum[r] = sum[r] * corr + step_sum;
-            o[r * st.ocols..r * st.ocols + st.hd]
-                .iter_mut()
-                .for_each(|x| *x *= corr);
-        }
-        mx[r] = m_new;
+        row_finish(st, r, m_new, step_sum, mx, sum, o);
     }
 }
 
