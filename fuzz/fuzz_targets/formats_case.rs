@@ -1089,6 +1089,12 @@ pub fn check(data: &[u8]) {
     if fmt == image::ImageFormat::Tga && b.len() >= 18 && b[2] & 7 == 2 && b[16] == 16 {
         return;
     }
+    // An ICO whose largest entries tie: PIL (and prep) open the earliest of them, the image
+    // crate another (finding F11, `foreign.rs` `ico_pil_entry_alone`; prep's side checked by
+    // `decode_more_formats.rs` against Pillow's pixels)
+    if fmt == image::ImageFormat::Ico && ico_largest_tie(b) {
+        return;
+    }
     let Ok(theirs) = image::load_from_memory_with_format(&built.bytes, fmt) else {
         return;
     };
@@ -1117,4 +1123,18 @@ pub fn check(data: &[u8]) {
             k % 3
         );
     }
+}
+
+/// Whether two or more ICO directory entries share the largest width x height.
+fn ico_largest_tie(b: &[u8]) -> bool {
+    let count = b
+        .get(4..6)
+        .map_or(0, |c| u16::from_le_bytes([c[0], c[1]]) as usize);
+    let side = |v: u8| if v == 0 { 256u32 } else { v as u32 };
+    let squares: Vec<u32> = (0..count)
+        .map_while(|i| b.get(6 + 16 * i..8 + 16 * i))
+        .map(|e| side(e[0]) * side(e[1]))
+        .collect();
+    let max = squares.iter().copied().max().unwrap_or(0);
+    squares.iter().filter(|&&s| s == max).count() > 1
 }

@@ -158,3 +158,40 @@ fn fuzz_finding_f6_decodes_to_upstreams_pixels() {
         "eacfd1b0bd334ac1e1ba62be95ac5c0023a41373b4227a9b428dfbb57767e358"
     );
 }
+
+/// An ICO whose entries tie on size and depth: PIL sorts the directory stably (by depth, then
+/// by width x height descending) and opens the first entry of the largest, so the earliest of
+/// the tied entries in the file (Pillow 13.0.0 on these bytes, built the same way in Python:
+/// (30, 20, 10) for both); the `image` crate's own choice among ties is another entry.
+#[test]
+fn an_ico_with_tied_entries_opens_the_first_as_pil_does() {
+    let bmp = |bgr: [u8; 3]| {
+        let mut v = Vec::new();
+        v.extend_from_slice(&40u32.to_le_bytes());
+        v.extend_from_slice(&1i32.to_le_bytes());
+        v.extend_from_slice(&2i32.to_le_bytes()); // height doubled (the AND mask)
+        v.extend_from_slice(&[1, 0, 32, 0]);
+        v.resize(40, 0);
+        v.extend_from_slice(&[bgr[0], bgr[1], bgr[2], 255]);
+        v.extend_from_slice(&[0; 4]); // the AND mask's row
+        v
+    };
+    for n in [2usize, 3] {
+        let images: Vec<Vec<u8>> = [[10, 20, 30], [40, 50, 60], [70, 80, 90]][..n]
+            .iter()
+            .map(|&c| bmp(c))
+            .collect();
+        let mut ico = vec![0, 0, 1, 0, n as u8, 0];
+        let mut at = 6 + 16 * n;
+        for img in &images {
+            ico.extend_from_slice(&[1, 1, 0, 0, 1, 0, 32, 0]);
+            ico.extend_from_slice(&(img.len() as u32).to_le_bytes());
+            ico.extend_from_slice(&(at as u32).to_le_bytes());
+            at += img.len();
+        }
+        images.iter().for_each(|img| ico.extend_from_slice(img));
+        let img = load_image(&src("tie.ico", ico), &DecodeOptions::default()).unwrap();
+        assert_eq!(img.dimensions(), (1, 1));
+        assert_eq!(img.as_raw().as_slice(), &[30, 20, 10], "{n} tied entries");
+    }
+}

@@ -38,11 +38,10 @@ fn decoder(d: &[u8], f: Format) -> Result<Box<dyn ImageDecoder + '_>, Fail> {
     })
 }
 
-/// The PNG data of the entry PIL's `IcoFile` shows, when that entry is a PNG: PIL sorts the
+/// The directory index and data offset of the entry PIL's `IcoFile` shows: PIL sorts the
 /// directory by colour depth, then (stably) by width x height descending, and opens the first
-/// entry, a PNG one through its PNG reader whatever the PNG's mode (the `image` crate's ICO
-/// decoder refuses a PNG entry that is not RGBA: fuzz finding F6, an RGB entry upstream reads).
-fn ico_png_entry(d: &[u8]) -> Option<&[u8]> {
+/// entry; among entries that tie on both, the earliest in the file.
+fn ico_pil_entry(d: &[u8]) -> Option<(usize, usize)> {
     let u16le = |at: usize| d.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
     let u32le = |at: usize| {
         d.get(at..at + 4)
@@ -62,12 +61,36 @@ fn ico_png_entry(d: &[u8]) -> Option<&[u8]> {
         } else {
             256
         };
-        entries.push((side(w) * side(h), depth, u32le(e + 12)? as usize));
+        entries.push((side(w) * side(h), depth, i, u32le(e + 12)? as usize));
     }
-    entries.sort_by_key(|&(_, depth, _)| depth);
-    entries.sort_by_key(|&(square, _, _)| std::cmp::Reverse(square));
-    let data = d.get(entries.first()?.2..)?;
+    entries.sort_by_key(|&(_, depth, _, _)| depth);
+    entries.sort_by_key(|&(square, _, _, _)| std::cmp::Reverse(square));
+    entries.first().map(|&(_, _, i, at)| (i, at))
+}
+
+/// The PNG data of the entry PIL shows ([`ico_pil_entry`]), when that entry is a PNG: PIL
+/// opens it through its PNG reader whatever the PNG's mode (the `image` crate's ICO decoder
+/// refuses a PNG entry that is not RGBA: fuzz finding F6, an RGB entry upstream reads).
+fn ico_png_entry(d: &[u8]) -> Option<&[u8]> {
+    let data = d.get(ico_pil_entry(d)?.1..)?;
     data.starts_with(b"\x89PNG\r\n\x1a\n").then_some(data)
+}
+
+/// A one-entry ICO holding only the entry PIL shows ([`ico_pil_entry`]; its directory entry,
+/// then the file from its data on), when the file has several: the `image` crate picks its own
+/// entry, the last of those that tie where PIL takes the first (fuzz finding F11: two 1x1
+/// entries, PIL's pixel (30, 20, 10), the crate's (60, 50, 40)). `None` for a single entry.
+fn ico_pil_entry_alone(d: &[u8]) -> Option<Vec<u8>> {
+    if u16::from_le_bytes([*d.get(4)?, *d.get(5)?]) < 2 {
+        return None;
+    }
+    let (i, at) = ico_pil_entry(d)?;
+    let e = 6 + 16 * i;
+    let mut out = vec![0, 0, d[2], d[3], 1, 0];
+    out.extend_from_slice(d.get(e..e + 12)?);
+    out.extend_from_slice(&22u32.to_le_bytes());
+    out.extend_from_slice(d.get(at..)?);
+    Some(out)
 }
 
 /// The ICO with each BMP entry's directory size replaced by its bitmap's (width, height / 2),
@@ -123,10 +146,11 @@ pub(crate) fn dims(d: &[u8], f: Format) -> Result<(u32, u32), Fail> {
     {
         return super::header::png(png).map(|h| (h.width, h.height));
     }
-    if f == Format::Ico
-        && let Some(fixed) = ico_bmp_sizes_fixed(d)
-    {
-        return Ok(decoder(&fixed, f)?.dimensions());
+    if f == Format::Ico {
+        let alone = ico_pil_entry_alone(d);
+        let d = alone.as_deref().unwrap_or(d);
+        let fixed = ico_bmp_sizes_fixed(d);
+        return Ok(decoder(fixed.as_deref().unwrap_or(d), f)?.dimensions());
     }
     if f == Format::Tga && super::tga16::takes(d) {
         // 16-bit true colour, read by `tga16.rs`.
@@ -155,6 +179,11 @@ pub(crate) fn decode(d: &[u8], f: Format, max_bytes: usize) -> Result<Raster, Fa
     {
         return super::png::decode(png, max_bytes);
     }
+    let alone = match f {
+        Format::Ico => ico_pil_entry_alone(d),
+        _ => None,
+    };
+    let d = alone.as_deref().unwrap_or(d);
     let fixed = match f {
         Format::Ico => ico_bmp_sizes_fixed(d),
         _ => None,
