@@ -11,7 +11,8 @@
 //! grid up to 16x16, else 8) and prints both distributions. `GLM5V_GLOBAL_POOL=1` runs in
 //! rayon's global pool (as `glm5v bench cpu` does: the forward's leader is then the calling
 //! thread, outside the pool) instead of a pool of `threads`. `GLM5V_CPU_BF16=1` times the bf16
-//! mode's tower instead of the f32 one.
+//! mode's tower instead of the f32 one. `GLM5V_AMX_PROBE=1` (with AMX) first times the unit's
+//! block kernel alone over data resident in L1, L2 or memory (`kernels::amx::block_gflops`).
 
 use glm5v_reference::kernels::amx_attention;
 use glm5v_reference::kernels::attention::attention;
@@ -112,6 +113,39 @@ fn main() {
     let amx_peak = glm5v_reference::kernels::amx::amx_peak_gflops(threads, 2_000_000);
     if let Some(p) = amx_peak {
         println!("AMX ceiling on {threads} threads: {p:.0} GFLOP/s");
+    }
+    // GLM5V_AMX_PROBE=1: the block kernel alone over inputs and weights resident in L1, L2,
+    // or memory (`kernels::amx::block_gflops`), one thread and all of them
+    if let Some(peak) = amx_peak
+        && std::env::var("GLM5V_AMX_PROBE").as_deref() == Ok("1")
+    {
+        use glm5v_reference::kernels::amx::{Parts, block_gflops};
+        for (parts, name) in [(Parts::One, "bf16"), (Parts::Three, "f32 x3")] {
+            for (span, where_) in [
+                (32 << 10, "L1"),
+                (512 << 10, "L2"),
+                (1536 << 10, "L2 full"),
+                (64 << 20, "memory"),
+            ] {
+                // a 32 KiB span holds 8 steps of one part, or 4 of three (with their weights)
+                let short = if parts == Parts::One { 8 } else { 4 };
+                for steps in [short, 32] {
+                    if span < (256 << 10) && steps == 32 {
+                        continue;
+                    }
+                    let mut line = format!(
+                        "probe {name:6} span {:6} KiB ({where_:7}) steps {steps:2}:",
+                        span >> 10
+                    );
+                    for t in [1, threads] {
+                        let blocks = 2_000_000 / steps / if parts == Parts::One { 1 } else { 3 };
+                        let g = block_gflops(t, parts, span, steps, blocks).unwrap();
+                        line += &format!("  {t} thread(s) {g:6.0} GFLOP/s");
+                    }
+                    println!("{line}  (ceiling {peak:.0} on {threads})");
+                }
+            }
+        }
     }
     emb.install(|| {
         if !micro {

@@ -369,7 +369,7 @@ impl AmxWeight {
                             if EMUL {
                                 emulated_block(p, a, b, s1 - s0, c.0.as_mut_ptr());
                             } else {
-                                block(p, a, b, s1 - s0, c.0.as_mut_ptr());
+                                block(p, a, b, s1 - s0, c.0.as_mut_ptr(), mb == mb0);
                             }
                             let out = Out {
                                 y: y_addr as *mut f32,
@@ -790,6 +790,9 @@ enum Prefetch {
     None,
     T0(usize),
     T1(usize),
+    /// T1 on a task's first pass over a weight block (the one that streams it from memory),
+    /// none on the passes after it (the block is in L2 by then).
+    First(usize),
 }
 
 fn prefetch() -> Prefetch {
@@ -802,20 +805,26 @@ fn prefetch() -> Prefetch {
         match std::env::var("GLM5V_CPU_AMX_PF").as_deref() {
             Ok("none") => Prefetch::None,
             Ok("t0") => Prefetch::T0(steps),
+            Ok("first") => Prefetch::First(steps),
             _ => Prefetch::T1(steps),
         }
     })
 }
 
-/// One block through the variant [`prefetch`] picks.
+/// One block through the variant [`prefetch`] picks; `stream`: the task's first pass over
+/// these weights.
 ///
 /// # Safety
 /// As the `amx_block!` functions'.
 #[cfg(target_arch = "x86_64")]
-unsafe fn block(p: usize, a: *const u8, b: *const u8, steps: usize, c: *mut f32) {
-    let pf = prefetch();
+unsafe fn block(p: usize, a: *const u8, b: *const u8, steps: usize, c: *mut f32, stream: bool) {
+    let pf = match prefetch() {
+        Prefetch::First(n) if stream => Prefetch::T1(n),
+        Prefetch::First(_) => Prefetch::None,
+        other => other,
+    };
     let ahead = match pf {
-        Prefetch::None => 0,
+        Prefetch::None | Prefetch::First(_) => 0,
         Prefetch::T0(n) | Prefetch::T1(n) => n * B_STEP,
     };
     let q = b.wrapping_add(ahead);
@@ -828,6 +837,7 @@ unsafe fn block(p: usize, a: *const u8, b: *const u8, steps: usize, c: *mut f32)
             (_, Prefetch::None) => block_3_none(a, b, q, steps, c),
             (_, Prefetch::T0(_)) => block_3_t0(a, b, q, steps, c),
             (_, Prefetch::T1(_)) => block_3_t1(a, b, q, steps, c),
+            (_, Prefetch::First(_)) => unreachable!("resolved above"),
         }
     }
 }
@@ -873,6 +883,78 @@ pub fn amx_peak_gflops(threads: usize, iters: usize) -> Option<f64> {
         let best = super::peak::best_of_three(threads, flops, || unsafe {
             load_config();
             dpbf16_loop(iters);
+        });
+        Some(best)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        None
+    }
+}
+
+/// GFLOP/s of `threads` threads each running the unit's block kernel alone (no packing, no
+/// sums added to y) over its own inputs and weights of `span` bytes together, `steps` steps a
+/// block, `blocks` blocks, moving through the span block by block (wrapping around): a span
+/// under L1 (48 KiB) keeps every tile load in L1, one of a few hundred KiB in L2, one of many
+/// MiB in memory. Best of three runs; `None` without AMX. For measuring where the unit's
+/// products wait (`full_geometry`'s probe lines).
+#[doc(hidden)]
+pub fn block_gflops(
+    threads: usize,
+    parts: Parts,
+    span: usize,
+    steps: usize,
+    blocks: usize,
+) -> Option<f64> {
+    if !available() {
+        return None;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let p = parts.count();
+        let steps = steps.max(1);
+        // whole blocks of inputs (p * A_STEP a step) and weights (B_STEP a step), half the span each
+        let a_block = steps * p * A_STEP;
+        let b_block = steps * B_STEP;
+        let a_blocks = (span / 2 / a_block).max(1);
+        let b_blocks = (span / 2 / b_block).max(1);
+        let flops = (threads.max(1) * blocks.max(1)) as f64 * (steps * 4 * p) as f64 * 16384.0;
+        // normal bf16 values, not zeros: +-(1 + j/128), one region per thread, filled before
+        // the timing
+        let fill = |n: usize| -> Vec<Line> {
+            (0..n / 64)
+                .map(|i| {
+                    Line(std::array::from_fn(|j| {
+                        (0x3f80 + ((i + j) % 128) as u16) | ((j as u16 & 1) << 15)
+                    }))
+                })
+                .collect()
+        };
+        let regions: Vec<(Vec<Line>, Vec<Line>)> = (0..threads.max(1))
+            .map(|_| {
+                (
+                    fill(a_blocks * a_block),
+                    fill(b_blocks * b_block + 16 * B_STEP),
+                )
+            })
+            .collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let best = super::peak::best_of_three(threads.max(1), flops, || {
+            use std::sync::atomic::Ordering::Relaxed;
+            let (a, b) = &regions[next.fetch_add(1, Relaxed) % regions.len()];
+            let mut c = Scratch([0.0; 4 * 256]);
+            // SAFETY: AMX available and granted (checked above); every block's loads stay in
+            // a and b (whole blocks; the weights' prefetch runs past b's blocks into its 16
+            // spare steps), the stores in c.
+            unsafe {
+                load_config();
+                for i in 0..blocks.max(1) {
+                    let ap = a.as_ptr().cast::<u8>().add(i % a_blocks * a_block);
+                    let bp = b.as_ptr().cast::<u8>().add(i % b_blocks * b_block);
+                    block(p, ap, bp, steps, c.0.as_mut_ptr(), true);
+                }
+            }
+            std::hint::black_box(&c);
         });
         Some(best)
     }
