@@ -3,6 +3,7 @@
 pub mod act;
 pub mod amx;
 pub mod amx_attention;
+mod amx_kernel;
 pub mod attention;
 pub mod dpbf16;
 pub mod gemm;
