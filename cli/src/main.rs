@@ -64,6 +64,18 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // rav1d (AV1, inside AVIF) panics on some malformed streams by design; prep catches those
+    // panics and answers a typed "corrupt" error naming the file, so their "thread panicked"
+    // message is left unprinted. Any other panic prints as always.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !info
+            .location()
+            .is_some_and(|l| l.file().contains("rav1d/src/"))
+        {
+            default_hook(info);
+        }
+    }));
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Plan(a) => cmd::plan::run(a),

@@ -124,6 +124,24 @@ fn prep_with_a_truncated_image_writes_nothing() {
     );
 }
 
+/// An AVIF whose AV1 stream makes the decoder panic (fuzz finding F9's file) is a corrupt image:
+/// exit 2 naming the file, and no panic message on stderr (prep catches the decoder's panics,
+/// and the CLI's panic hook leaves those unprinted; before, "thread panicked at
+/// prep/rav1d/src/decode.rs" came first).
+#[test]
+fn prep_with_an_av1_stream_the_decoder_panics_on_is_corrupt_without_a_panic_message() {
+    let c = Case::new();
+    let regression = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fuzz/regressions/formats/f9_av1_decoder_panic");
+    // the fuzz input's first byte is its mode byte; the file follows
+    std::fs::write(c.path("f9.avif"), &std::fs::read(regression).unwrap()[1..]).unwrap();
+    let out = glm5v(&["prep", &c.s("f9.avif"), "--out", &c.s("out.safetensors")]);
+    let inputs = [INPUTS, &["f9.avif"]].concat();
+    fails(&c, &out, &["f9.avif", "AV1 decoder stopped"], &inputs);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "stderr: {err}");
+}
+
 #[test]
 fn prep_keeps_an_existing_output_on_failure() {
     let c = Case::new();
