@@ -52,6 +52,7 @@
 //! buffer is allocated (PIL's `DecompressionBombError`: `w * h > 2 * MAX_IMAGE_PIXELS`).
 
 mod av1;
+pub use av1::panic_is_caught as decoder_panic_is_caught;
 mod avif;
 mod avif_box;
 mod avif_grid;

@@ -18,7 +18,8 @@ pub mod video;
 
 pub use batch::{PixelBatch, read_prep_safetensors, write_prep_safetensors};
 pub use decode::{
-    AlphaMode, DecodeOptions, ImageHeader, ImageSource, jpeg_simd, load_image, probe,
+    AlphaMode, DecodeOptions, ImageHeader, ImageSource, decoder_panic_is_caught, jpeg_simd,
+    load_image, probe,
 };
 pub use error::{PrepError, Result};
 pub use options::{PixelOptions, PrepOptions, VideoOptions};

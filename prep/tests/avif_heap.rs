@@ -55,6 +55,17 @@ static ALLOC: Counting = Counting;
 /// The tests of this binary one at a time (the count is the process's).
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// How far the live heap grew over `runs` calls of `f` after a first one (whose one-time
+/// allocations, lazy statics and the decoder's tables, stay).
+fn growth(runs: usize, f: impl Fn()) -> isize {
+    f();
+    let base = LIVE.load(Ordering::SeqCst);
+    for _ in 0..runs {
+        f();
+    }
+    LIVE.load(Ordering::SeqCst) - base
+}
+
 /// Finding F9 (the `formats` fuzz target): an AV1 stream on which rav1d panics (an `unwrap` of
 /// a missing frame header in its error path) is a `Corrupt` error, and the decoder it leaves is
 /// closed: 20 more decodes of it leave the live heap within 64 KiB of where the first left it
@@ -69,10 +80,7 @@ fn an_av1_decoder_panic_is_a_corrupt_error_that_leaks_no_decoder() {
     // default hook's backtraces would grow the heap (symbol caches) and hide what is measured
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        if !info
-            .location()
-            .is_some_and(|l| l.file().contains("rav1d/src/"))
-        {
+        if !glm5v_prep::decoder_panic_is_caught(info.location()) {
             default(info);
         }
     }));
@@ -90,12 +98,7 @@ fn an_av1_decoder_panic_is_a_corrupt_error_that_leaks_no_decoder() {
             other => panic!("{other:?}"),
         }
     };
-    decode();
-    let base = LIVE.load(Ordering::SeqCst);
-    for _ in 0..20 {
-        decode();
-    }
-    let grown = LIVE.load(Ordering::SeqCst) - base;
+    let grown = growth(20, decode);
     assert!(
         grown <= 64 * 1024,
         "the live heap grew by {grown} bytes over 20 decodes"
@@ -125,13 +128,7 @@ fn decoding_avif_leaves_the_heap_as_it_found_it() {
             assert!(img.width() > 0, "{name}");
         }
     };
-    // the first round's one-time allocations (lazy statics, the decoder's tables) stay
-    round();
-    let base = LIVE.load(Ordering::SeqCst);
-    for _ in 0..40 {
-        round();
-    }
-    let grown = LIVE.load(Ordering::SeqCst) - base;
+    let grown = growth(40, round);
     assert!(
         grown <= 1024,
         "the live heap grew by {grown} bytes over 40 rounds of {} AVIF decodes",
