@@ -215,15 +215,22 @@ amx_block!(
     ("4096", "5120")
 );
 
-/// The prefetch of [`prefetch_step`]: hint and steps ahead.
+/// The hint of [`prefetch_step`] (none, into L1, into L2).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Prefetch {
+enum Hint {
     None,
-    T0(usize),
-    T1(usize),
-    /// T1 on a task's first pass over a weight block (the one that streams it from memory),
-    /// none on the passes after it (the block is in L2 by then).
-    First(usize),
+    T0,
+    T1,
+}
+
+/// The prefetch setting: the hint and steps ahead, and whether it applies only to a task's
+/// first pass over a weight block (`first`: the pass that streams it from memory; on the
+/// passes after it the block is in L2, and no prefetch runs).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Prefetch {
+    hint: Hint,
+    steps: usize,
+    first_pass_only: bool,
 }
 
 fn prefetch() -> Prefetch {
@@ -233,11 +240,16 @@ fn prefetch() -> Prefetch {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(16);
-        match std::env::var("GLM5V_CPU_AMX_PF").as_deref() {
-            Ok("none") => Prefetch::None,
-            Ok("t0") => Prefetch::T0(steps),
-            Ok("first") => Prefetch::First(steps),
-            _ => Prefetch::T1(steps),
+        let mode = std::env::var("GLM5V_CPU_AMX_PF");
+        let hint = match mode.as_deref() {
+            Ok("none") => Hint::None,
+            Ok("t0") => Hint::T0,
+            _ => Hint::T1,
+        };
+        Prefetch {
+            hint,
+            steps,
+            first_pass_only: mode.as_deref() == Ok("first"),
         }
     })
 }
@@ -256,26 +268,22 @@ pub(super) unsafe fn block(
     c: *mut f32,
     stream: bool,
 ) {
-    let pf = match prefetch() {
-        Prefetch::First(n) if stream => Prefetch::T1(n),
-        Prefetch::First(_) => Prefetch::None,
-        other => other,
+    let pf = prefetch();
+    let hint = if pf.first_pass_only && !stream {
+        Hint::None
+    } else {
+        pf.hint
     };
-    let ahead = match pf {
-        Prefetch::None | Prefetch::First(_) => 0,
-        Prefetch::T0(n) | Prefetch::T1(n) => n * B_STEP,
-    };
-    let q = b.wrapping_add(ahead);
+    let q = b.wrapping_add(pf.steps * B_STEP);
     // SAFETY: the caller's contract.
     unsafe {
-        match (p, pf) {
-            (1, Prefetch::None) => block_1_none(a, b, q, steps, c),
-            (1, Prefetch::T0(_)) => block_1_t0(a, b, q, steps, c),
-            (1, Prefetch::T1(_)) => block_1_t1(a, b, q, steps, c),
-            (_, Prefetch::None) => block_3_none(a, b, q, steps, c),
-            (_, Prefetch::T0(_)) => block_3_t0(a, b, q, steps, c),
-            (_, Prefetch::T1(_)) => block_3_t1(a, b, q, steps, c),
-            (_, Prefetch::First(_)) => unreachable!("resolved above"),
+        match (p, hint) {
+            (1, Hint::None) => block_1_none(a, b, q, steps, c),
+            (1, Hint::T0) => block_1_t0(a, b, q, steps, c),
+            (1, Hint::T1) => block_1_t1(a, b, q, steps, c),
+            (_, Hint::None) => block_3_none(a, b, q, steps, c),
+            (_, Hint::T0) => block_3_t0(a, b, q, steps, c),
+            (_, Hint::T1) => block_3_t1(a, b, q, steps, c),
         }
     }
 }
