@@ -9,6 +9,7 @@ use super::Fail;
 use super::header::Format;
 use super::modes::{Pixels, Raster, Transparency};
 use image::{DynamicImage, ImageDecoder};
+use std::borrow::Cow;
 use std::io::Cursor;
 
 fn map_err(e: image::ImageError) -> Fail {
@@ -68,29 +69,43 @@ fn ico_pil_entry(d: &[u8]) -> Option<(usize, usize)> {
     entries.first().map(|&(_, _, i, at)| (i, at))
 }
 
-/// The PNG data of the entry PIL shows ([`ico_pil_entry`]), when that entry is a PNG: PIL
-/// opens it through its PNG reader whatever the PNG's mode (the `image` crate's ICO decoder
-/// refuses a PNG entry that is not RGBA: fuzz finding F6, an RGB entry upstream reads).
-fn ico_png_entry(d: &[u8]) -> Option<&[u8]> {
-    let data = d.get(ico_pil_entry(d)?.1..)?;
-    data.starts_with(b"\x89PNG\r\n\x1a\n").then_some(data)
+/// How an ICO's shown entry (PIL's, [`ico_pil_entry`]) is read.
+enum IcoEntry<'a> {
+    /// A PNG entry's data, through the PNG reader: PIL opens it so whatever the PNG's mode (the
+    /// `image` crate's ICO decoder refuses a PNG entry that is not RGBA: fuzz finding F6, an
+    /// RGB entry upstream reads).
+    Png(&'a [u8]),
+    /// The ICO the `image` crate decodes: when the file has several entries, a one-entry ICO of
+    /// PIL's (its directory entry, then the file from its data on), since the crate picks its
+    /// own, the last of those that tie where PIL takes the first (fuzz finding F11: two 1x1
+    /// entries, PIL's pixel (30, 20, 10), the crate's (60, 50, 40)); then with its BMP sizes
+    /// fixed ([`ico_bmp_sizes_fixed`]).
+    Crate(Cow<'a, [u8]>),
 }
 
-/// A one-entry ICO holding only the entry PIL shows ([`ico_pil_entry`]; its directory entry,
-/// then the file from its data on), when the file has several: the `image` crate picks its own
-/// entry, the last of those that tie where PIL takes the first (fuzz finding F11: two 1x1
-/// entries, PIL's pixel (30, 20, 10), the crate's (60, 50, 40)). `None` for a single entry.
-fn ico_pil_entry_alone(d: &[u8]) -> Option<Vec<u8>> {
-    if u16::from_le_bytes([*d.get(4)?, *d.get(5)?]) < 2 {
-        return None;
+fn ico_entry(d: &[u8]) -> IcoEntry<'_> {
+    let entry = ico_pil_entry(d);
+    if let Some(data) = entry.and_then(|(_, at)| d.get(at..))
+        && data.starts_with(b"\x89PNG\r\n\x1a\n")
+    {
+        return IcoEntry::Png(data);
     }
-    let (i, at) = ico_pil_entry(d)?;
-    let e = 6 + 16 * i;
-    let mut out = vec![0, 0, d[2], d[3], 1, 0];
-    out.extend_from_slice(d.get(e..e + 12)?);
-    out.extend_from_slice(&22u32.to_le_bytes());
-    out.extend_from_slice(d.get(at..)?);
-    Some(out)
+    let several = d
+        .get(4..6)
+        .is_some_and(|c| u16::from_le_bytes([c[0], c[1]]) >= 2);
+    let alone = entry.filter(|_| several).and_then(|(i, at)| {
+        let e = 6 + 16 * i;
+        let mut out = vec![0, 0, d[2], d[3], 1, 0];
+        out.extend_from_slice(d.get(e..e + 12)?);
+        out.extend_from_slice(&22u32.to_le_bytes());
+        out.extend_from_slice(d.get(at..)?);
+        Some(out)
+    });
+    let d: Cow<'_, [u8]> = alone.map_or(Cow::Borrowed(d), Cow::Owned);
+    IcoEntry::Crate(match ico_bmp_sizes_fixed(&d) {
+        Some(fixed) => Cow::Owned(fixed),
+        None => d,
+    })
 }
 
 /// The ICO with each BMP entry's directory size replaced by its bitmap's (width, height / 2),
@@ -141,16 +156,11 @@ pub(crate) fn dims(d: &[u8], f: Format) -> Result<(u32, u32), Fail> {
             )),
         };
     }
-    if f == Format::Ico
-        && let Some(png) = ico_png_entry(d)
-    {
-        return super::header::png(png).map(|h| (h.width, h.height));
-    }
     if f == Format::Ico {
-        let alone = ico_pil_entry_alone(d);
-        let d = alone.as_deref().unwrap_or(d);
-        let fixed = ico_bmp_sizes_fixed(d);
-        return Ok(decoder(fixed.as_deref().unwrap_or(d), f)?.dimensions());
+        return match ico_entry(d) {
+            IcoEntry::Png(png) => super::header::png(png).map(|h| (h.width, h.height)),
+            IcoEntry::Crate(ico) => Ok(decoder(&ico, f)?.dimensions()),
+        };
     }
     if f == Format::Tga && super::tga16::takes(d) {
         // 16-bit true colour, read by `tga16.rs`.
@@ -174,21 +184,18 @@ pub(crate) fn decode(d: &[u8], f: Format, max_bytes: usize) -> Result<Raster, Fa
     } else {
         d
     };
-    if f == Format::Ico
-        && let Some(png) = ico_png_entry(d)
-    {
-        return super::png::decode(png, max_bytes);
-    }
-    let alone = match f {
-        Format::Ico => ico_pil_entry_alone(d),
-        _ => None,
+    let ico;
+    let d = match f {
+        Format::Ico => match ico_entry(d) {
+            IcoEntry::Png(png) => return super::png::decode(png, max_bytes),
+            IcoEntry::Crate(c) => {
+                ico = c;
+                &ico[..]
+            }
+        },
+        _ => d,
     };
-    let d = alone.as_deref().unwrap_or(d);
-    let fixed = match f {
-        Format::Ico => ico_bmp_sizes_fixed(d),
-        _ => None,
-    };
-    let mut dec = decoder(fixed.as_deref().unwrap_or(d), f)?;
+    let mut dec = decoder(d, f)?;
     let mut limits = image::Limits::default();
     limits.max_alloc = Some(max_bytes as u64);
     dec.set_limits(limits).map_err(map_err)?;
