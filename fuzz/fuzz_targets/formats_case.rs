@@ -1090,7 +1090,7 @@ pub fn check(data: &[u8]) {
         return;
     }
     // An ICO whose largest entries tie: PIL (and prep) open the earliest of them, the image
-    // crate another (finding F11, `foreign.rs` `ico_pil_entry_alone`; prep's side checked by
+    // crate another (finding F11, `foreign.rs` `ico_entry`; prep's side checked by
     // `decode_more_formats.rs` against Pillow's pixels)
     if fmt == image::ImageFormat::Ico && ico_largest_tie(b) {
         return;
