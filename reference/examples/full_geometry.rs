@@ -13,7 +13,11 @@
 //! thread, outside the pool) instead of a pool of `threads`. `GLM5V_CPU_BF16=1` times the bf16
 //! mode's tower instead of the f32 one. `GLM5V_AMX_PROBE=1` (with AMX) first times the unit's
 //! block kernel alone over data resident in L1, L2 or memory (`kernels::amx::block_gflops`).
+//! `GLM5V_AB_AMX=grouped:t1,pipelined:first:4,...` alternates the AMX kernel's settings (the
+//! one-part step, the weight prefetch, the L1 prefetch distance) in one process: probe lines,
+//! GEMM lines (medians over turns) and forwards for each.
 
+use glm5v_reference::kernels::amx::{Step, set_for_measuring};
 use glm5v_reference::kernels::amx_attention;
 use glm5v_reference::kernels::attention::attention;
 use glm5v_reference::kernels::gemm::{LinearWeight, Par, SKINNY_MAX_ROWS, matmul_into};
@@ -50,6 +54,20 @@ fn cpu_seconds() -> f64 {
     let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
         + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
     ticks / 100.0
+}
+
+/// One of `GLM5V_AB_AMX`'s settings.
+struct AmxSetting {
+    name: String,
+    step: Step,
+    pf: String,
+    ahead: usize,
+}
+
+impl AmxSetting {
+    fn set(&self) {
+        set_for_measuring(&self.pf, self.step, self.ahead);
+    }
 }
 
 fn main() {
@@ -110,6 +128,33 @@ fn main() {
 
     // GEMM throughput on the tower's shapes (GLM5V_FORWARD_ONLY=1 skips it, e.g. under perf).
     let micro = std::env::var_os("GLM5V_FORWARD_ONLY").is_none();
+    // GLM5V_AB_AMX=grouped:t1,pipelined:first:4,...: the AMX kernel's settings to alternate
+    // (one-part step [: weight prefetch (auto) [: L1 prefetch steps ahead (2)]]; probe lines,
+    // GEMM lines and forwards, in one process)
+    let ab_amx: Vec<AmxSetting> = std::env::var("GLM5V_AB_AMX")
+        .map(|v| {
+            v.split(',')
+                .map(|x| {
+                    let f: Vec<&str> = x.split(':').collect();
+                    let step = match f[0] {
+                        "grouped" => Step::Grouped,
+                        "pipelined" => Step::Pipelined,
+                        other => panic!("GLM5V_AB_AMX: unknown step {other}"),
+                    };
+                    let num = |i: usize, d: usize| {
+                        f.get(i)
+                            .map_or(d, |v| v.parse().expect("GLM5V_AB_AMX: a number"))
+                    };
+                    AmxSetting {
+                        name: x.to_string(),
+                        step,
+                        pf: f.get(1).unwrap_or(&"auto").to_string(),
+                        ahead: num(2, 2),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let amx_peak = glm5v_reference::kernels::amx::amx_peak_gflops(threads, 2_000_000);
     if let Some(p) = amx_peak {
         println!("AMX ceiling on {threads} threads: {p:.0} GFLOP/s");
@@ -120,6 +165,32 @@ fn main() {
         && std::env::var("GLM5V_AMX_PROBE").as_deref() == Ok("1")
     {
         use glm5v_reference::kernels::amx::{Parts, block_gflops};
+        if !ab_amx.is_empty() {
+            // the one-part step's settings side by side: the same tiles re-read (span 0),
+            // then L2- and memory-resident blocks
+            for (span, where_, steps) in [
+                (0, "same", 4),
+                (0, "same", 32),
+                (512 << 10, "L2", 32),
+                (64 << 20, "memory", 32),
+            ] {
+                for a in &ab_amx {
+                    a.set();
+                    let name = &a.name;
+                    let mut line = format!(
+                        "probe bf16 {name:18} span {:6} KiB ({where_:6}) steps {steps:2}:",
+                        span >> 10
+                    );
+                    for t in [1, threads] {
+                        let g =
+                            block_gflops(t, Parts::One, span, steps, 2_000_000 / steps).unwrap();
+                        line += &format!("  {t} thread(s) {g:6.0} GFLOP/s");
+                    }
+                    println!("{line}  (ceiling {peak:.0} on {threads})");
+                }
+            }
+            ab_amx[0].set();
+        }
         for (parts, name) in [(Parts::One, "bf16"), (Parts::Three, "f32 x3")] {
             for (span, where_) in [
                 (32 << 10, "L1"),
@@ -186,6 +257,34 @@ fn main() {
             let mut y = vec![0.0f32; m * n];
             lw.apply_into(x.view(), None, Par::Pool, &mut y);
             let reps = ((2e10 / (2.0 * (m * k * n) as f64)) as usize).clamp(2, 50);
+            if !ab_amx.is_empty() {
+                // the settings taking turns, one product each, `reps` turns
+                let mut times: Vec<Vec<f64>> = vec![vec![]; ab_amx.len()];
+                for _ in 0..reps.max(6) {
+                    for (i, a) in ab_amx.iter().enumerate() {
+                        a.set();
+                        let t = Instant::now();
+                        lw.apply_into(x.view(), None, Par::Pool, &mut y);
+                        std::hint::black_box(&y);
+                        times[i].push(t.elapsed().as_secs_f64());
+                    }
+                }
+                let mut line =
+                    format!("gemm {m:5} x {k:5} x {n:5} ({what:22}) GFLOP/s, median [range]:");
+                for (AmxSetting { name, .. }, mut v) in ab_amx.iter().zip(times) {
+                    v.sort_by(f64::total_cmp);
+                    let g = |s: f64| 2.0 * (m * k * n) as f64 / s / 1e9;
+                    line += &format!(
+                        "  {name} {:.0} [{:.0}-{:.0}]",
+                        g(v[v.len() / 2]),
+                        g(v[v.len() - 1]),
+                        g(v[0])
+                    );
+                }
+                println!("{line}");
+                ab_amx[0].set();
+                continue;
+            }
             let t = Instant::now();
             for _ in 0..reps {
                 lw.apply_into(x.view(), None, Par::Pool, &mut y);
@@ -296,6 +395,28 @@ fn main() {
                 v.sort_by(f64::total_cmp);
                 println!(
                     "grid {g}x{g} kc {kc:5}: {} forwards, best {:.3} s, median {:.3}, worst {:.3}",
+                    v.len(),
+                    v[0],
+                    v[v.len() / 2],
+                    v[v.len() - 1]
+                );
+            }
+            continue;
+        }
+        if !ab_amx.is_empty() {
+            let rounds = if g <= 16 { 8 } else { 3 };
+            let mut alt: Vec<Vec<f64>> = vec![vec![]; ab_amx.len()];
+            for r in 0..rounds * ab_amx.len() {
+                let i = r % ab_amx.len();
+                ab_amx[i].set();
+                let t = Instant::now();
+                emb.embed_pixels(px.view(), &grid).unwrap();
+                alt[i].push(t.elapsed().as_secs_f64());
+            }
+            for (AmxSetting { name, .. }, mut v) in ab_amx.iter().zip(alt) {
+                v.sort_by(f64::total_cmp);
+                println!(
+                    "grid {g}x{g} {name:18}: {} forwards, best {:.3} s, median {:.3}, worst {:.3}",
                     v.len(),
                     v[0],
                     v[v.len() / 2],

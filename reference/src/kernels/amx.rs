@@ -32,7 +32,7 @@
 use super::amx_kernel::block;
 #[cfg(target_arch = "x86_64")]
 pub(super) use super::amx_kernel::load_config;
-pub use super::amx_kernel::{amx_peak_gflops, block_gflops};
+pub use super::amx_kernel::{Step, amx_peak_gflops, block_gflops, set_for_measuring};
 use super::panel::PanelBuf;
 use ndarray::ArrayView2;
 
@@ -374,7 +374,16 @@ impl AmxWeight {
                             if EMUL {
                                 emulated_block(p, a, b, s1 - s0, c.0.as_mut_ptr());
                             } else {
-                                block(p, a, b, s1 - s0, c.0.as_mut_ptr(), mb == mb0);
+                                block(
+                                    p,
+                                    a,
+                                    b,
+                                    s1 - s0,
+                                    c.0.as_mut_ptr(),
+                                    mb == mb0,
+                                    p * A_STEP,
+                                    B_STEP,
+                                );
                             }
                             let out = Out {
                                 y: y_addr as *mut f32,
