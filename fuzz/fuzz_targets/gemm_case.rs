@@ -477,7 +477,7 @@ pub fn check_with(data: &[u8], strict: bool) {
             } else {
                 // the same packing, blocking and chunks, each tile block emulated
                 let chunk = amx::summation_chunk(parts);
-                run(&mut || a.linear_emulated(xs, m, bs, rs, &mut y, parts, chunk));
+                run(&mut || a.linear_emulated(xs, m, bs, rs, &mut y, parts, chunk, amx::order()));
             }
             match (kernel, on_unit) {
                 (5, true) => ("amx bf16", Mode::Bf16),

@@ -17,7 +17,9 @@
 //! one-part step, the weight prefetch, the L1 prefetch distance) in one process: probe lines,
 //! GEMM lines (medians over turns) and forwards for each.
 
-use glm5v_reference::kernels::amx::{Step, set_for_measuring};
+use glm5v_reference::kernels::amx::{
+    Order, Step, profile, set_for_measuring, set_order_for_measuring,
+};
 use glm5v_reference::kernels::amx_attention;
 use glm5v_reference::kernels::attention::attention;
 use glm5v_reference::kernels::gemm::{LinearWeight, Par, SKINNY_MAX_ROWS, matmul_into};
@@ -62,11 +64,13 @@ struct AmxSetting {
     step: Step,
     pf: String,
     ahead: usize,
+    order: Order,
 }
 
 impl AmxSetting {
     fn set(&self) {
         set_for_measuring(&self.pf, self.step, self.ahead);
+        set_order_for_measuring(self.order);
     }
 }
 
@@ -128,9 +132,10 @@ fn main() {
 
     // GEMM throughput on the tower's shapes (GLM5V_FORWARD_ONLY=1 skips it, e.g. under perf).
     let micro = std::env::var_os("GLM5V_FORWARD_ONLY").is_none();
-    // GLM5V_AB_AMX=grouped:t1,pipelined:first:4,...: the AMX kernel's settings to alternate
-    // (one-part step [: weight prefetch (auto) [: L1 prefetch steps ahead (2)]]; probe lines,
-    // GEMM lines and forwards, in one process)
+    // GLM5V_AB_AMX=grouped:t1,pipelined:first:4:chunk,...: the AMX kernel's settings to
+    // alternate (one-part step [: weight prefetch (auto) [: L1 prefetch steps ahead (2) [:
+    // order of blocks and chunks (auto|chunk)]]]; probe lines, GEMM lines and forwards, in one
+    // process)
     let ab_amx: Vec<AmxSetting> = std::env::var("GLM5V_AB_AMX")
         .map(|v| {
             v.split(',')
@@ -145,11 +150,17 @@ fn main() {
                         f.get(i)
                             .map_or(d, |v| v.parse().expect("GLM5V_AB_AMX: a number"))
                     };
+                    let order = match f.get(3).copied() {
+                        None | Some("auto") => Order::Auto,
+                        Some("chunk") => Order::ChunkMajor,
+                        Some(other) => panic!("GLM5V_AB_AMX: unknown order {other}"),
+                    };
                     AmxSetting {
                         name: x.to_string(),
                         step,
                         pf: f.get(1).unwrap_or(&"auto").to_string(),
                         ahead: num(2, 2),
+                        order,
                     }
                 })
                 .collect()
@@ -260,14 +271,37 @@ fn main() {
             if !ab_amx.is_empty() {
                 // the settings taking turns, one product each, `reps` turns
                 let mut times: Vec<Vec<f64>> = vec![vec![]; ab_amx.len()];
+                // GLM5V_AMX_PROFILE=1: seconds packing, in the kernel, adding sums (summed
+                // over threads) for each setting
+                let mut spent = vec![[0.0f64; 3]; ab_amx.len()];
                 for _ in 0..reps.max(6) {
                     for (i, a) in ab_amx.iter().enumerate() {
                         a.set();
+                        profile::take();
                         let t = Instant::now();
                         lw.apply_into(x.view(), None, Par::Pool, &mut y);
                         std::hint::black_box(&y);
                         times[i].push(t.elapsed().as_secs_f64());
+                        for (s, v) in spent[i].iter_mut().zip(profile::take()) {
+                            *s += v;
+                        }
                     }
+                }
+                if std::env::var("GLM5V_AMX_PROFILE").as_deref() == Ok("1") {
+                    let calls = reps.max(6) as f64;
+                    let mut line = format!(
+                        "profile {m:5} x {k:5} x {n:5} ms a call (thread-summed): pack/kernel/adds"
+                    );
+                    for (a, s) in ab_amx.iter().zip(&spent) {
+                        line += &format!(
+                            "  {} {:.2}/{:.2}/{:.2}",
+                            a.name,
+                            s[0] * 1e3 / calls,
+                            s[1] * 1e3 / calls,
+                            s[2] * 1e3 / calls
+                        );
+                    }
+                    println!("{line}");
                 }
                 let mut line =
                     format!("gemm {m:5} x {k:5} x {n:5} ({what:22}) GFLOP/s, median [range]:");

@@ -248,13 +248,14 @@ impl AmxWeight {
         parts: Parts,
     ) {
         assert!(available(), "amx linear needs AMX");
-        self.checked::<false>(x, m, bias, residual, y, parts, kc(parts));
+        self.checked::<false>(x, m, bias, residual, y, parts, kc(parts), order());
     }
 
     /// [`AmxWeight::linear`] with every tile block computed by [`emulated_block`] (any CPU; for
     /// the unit tests and the `gemm` fuzz target): the packing, blocking and summation of the
     /// unit's path, checked where there is no unit. `chunk` is the summation chunk in inputs (a
-    /// multiple of 32; [`summation_chunk`] gives the unit's).
+    /// multiple of 32; [`summation_chunk`] gives the unit's), `order` the blocks' order
+    /// ([`order`] gives the unit's).
     ///
     /// # Panics
     /// As [`AmxWeight::linear`], but on any CPU.
@@ -269,8 +270,9 @@ impl AmxWeight {
         y: &mut [f32],
         parts: Parts,
         chunk: usize,
+        order: Order,
     ) {
-        self.checked::<true>(x, m, bias, residual, y, parts, chunk);
+        self.checked::<true>(x, m, bias, residual, y, parts, chunk, order);
     }
 
     /// The shapes checked, the empty cases answered, then [`AmxWeight::run`] over the packed
@@ -285,6 +287,7 @@ impl AmxWeight {
         y: &mut [f32],
         parts: Parts,
         chunk: usize,
+        order: Order,
     ) {
         let (n, k) = (self.n, self.k);
         assert_eq!(x.len(), m * k, "amx linear: input length");
@@ -303,8 +306,10 @@ impl AmxWeight {
             }
             return;
         }
+        let t = profile::start();
         let xp = PackedX::new(x, m, k, parts);
-        self.run::<EMUL>(&xp, m, bias, residual, y, parts.count(), chunk);
+        profile::stop(t, 0);
+        self.run::<EMUL>(&xp, m, bias, residual, y, parts.count(), chunk, order);
     }
 
     /// The blocked product over packed inputs (`k >= 1`, `m >= 1`, shapes checked), by the
@@ -319,6 +324,7 @@ impl AmxWeight {
         y: &mut [f32],
         p: usize,
         chunk: usize,
+        order: Order,
     ) {
         let (n, k) = (self.n, self.k);
         let (nblocks, mblocks) = (n.div_ceil(NB), m.div_ceil(MB));
@@ -343,6 +349,14 @@ impl AmxWeight {
         let w = self.data.as_slice();
         let ksteps = k.div_ceil(KB);
         let chunk_steps = chunk / KB;
+        // Block-major: each block runs all its chunks in turn, their sums added up in a
+        // scratch (L1) and y written once, where the chunk-major order adds every chunk's sums
+        // to y (from L2 or memory: y is written and read back once a chunk). The same
+        // additions in the same order, so the same bits; taken when there are several chunks
+        // and a group's weights over all k stay within a megabyte of L2 (each row block runs
+        // over them).
+        let block_major =
+            order == Order::Auto && ksteps > chunk_steps && group * ksteps * B_STEP <= (1 << 20);
         super::team::for_each(groups * row_tasks, |t| {
             let (g, rt) = (t / row_tasks, t % row_tasks);
             let (mb0, mb1) = (rt * mb_per, ((rt + 1) * mb_per).min(mblocks));
@@ -360,42 +374,77 @@ impl AmxWeight {
                 if !EMUL {
                     load_config();
                 }
+                let a_at = |mb: usize, s: usize| {
+                    xp.data
+                        .as_ptr()
+                        .cast::<u8>()
+                        .add(mb * xp.block_bytes + s * p * A_STEP)
+                };
+                let b_at =
+                    |cb: usize, s: usize| w.as_ptr().cast::<u8>().add((cb * ksteps + s) * B_STEP);
+                let run_block = |mb: usize, cb: usize, s0: usize, s1: usize, c: &mut Scratch| {
+                    let t = profile::start();
+                    let (a, b) = (a_at(mb, s0), b_at(cb, s0));
+                    if EMUL {
+                        emulated_block(p, a, b, s1 - s0, c.0.as_mut_ptr());
+                    } else {
+                        block(
+                            p,
+                            a,
+                            b,
+                            s1 - s0,
+                            c.0.as_mut_ptr(),
+                            mb == mb0,
+                            p * A_STEP,
+                            B_STEP,
+                        );
+                    }
+                    profile::stop(t, 1);
+                };
+                let out = |mb: usize, cb: usize| Out {
+                    y: y_addr as *mut f32,
+                    n,
+                    rows: mb * MB..(mb * MB + MB).min(m),
+                    cols: cb * NB..(cb * NB + NB).min(n),
+                };
+                if block_major {
+                    let mut sum = Scratch([0.0; 4 * 256]);
+                    for mb in mb0..mb1 {
+                        for cb in cb0..cb1 {
+                            let mut s0 = 0;
+                            while s0 < ksteps {
+                                let s1 = (s0 + chunk_steps).min(ksteps);
+                                run_block(mb, cb, s0, s1, &mut c);
+                                let t = profile::start();
+                                if s0 == 0 {
+                                    let cols = cb * NB..(cb * NB + NB).min(n);
+                                    sum.first(&c, bias.map(|b| &b[cols]));
+                                } else {
+                                    sum.add(&c);
+                                }
+                                profile::stop(t, 2);
+                                s0 = s1;
+                            }
+                            let t = profile::start();
+                            out(mb, cb).add(&sum.0, Some(None), Some(residual));
+                            profile::stop(t, 2);
+                        }
+                    }
+                    return;
+                }
                 let mut s0 = 0;
                 while s0 < ksteps {
                     let s1 = (s0 + chunk_steps).min(ksteps);
                     for mb in mb0..mb1 {
                         for cb in cb0..cb1 {
-                            let a = xp
-                                .data
-                                .as_ptr()
-                                .cast::<u8>()
-                                .add(mb * xp.block_bytes + s0 * p * A_STEP);
-                            let b = w.as_ptr().cast::<u8>().add((cb * ksteps + s0) * B_STEP);
-                            if EMUL {
-                                emulated_block(p, a, b, s1 - s0, c.0.as_mut_ptr());
-                            } else {
-                                block(
-                                    p,
-                                    a,
-                                    b,
-                                    s1 - s0,
-                                    c.0.as_mut_ptr(),
-                                    mb == mb0,
-                                    p * A_STEP,
-                                    B_STEP,
-                                );
-                            }
-                            let out = Out {
-                                y: y_addr as *mut f32,
-                                n,
-                                rows: mb * MB..(mb * MB + MB).min(m),
-                                cols: cb * NB..(cb * NB + NB).min(n),
-                            };
-                            out.add(
+                            run_block(mb, cb, s0, s1, &mut c);
+                            let t = profile::start();
+                            out(mb, cb).add(
                                 &c.0,
                                 (s0 == 0).then_some(bias),
                                 (s1 == ksteps).then_some(residual),
                             );
+                            profile::stop(t, 2);
                         }
                     }
                     s0 = s1;
@@ -405,10 +454,115 @@ impl AmxWeight {
     }
 }
 
+/// The order of a product's blocks and chunks (see [`AmxWeight::run`]).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// Block-major where it fits (the default).
+    Auto,
+    /// Every block's first chunk, then every block's second, ...
+    ChunkMajor,
+}
+
+/// The unit's order: [`Order::Auto`] unless `GLM5V_CPU_AMX_ORDER=chunk` or
+/// [`set_order_for_measuring`] says otherwise.
+#[doc(hidden)]
+pub fn order() -> Order {
+    use std::sync::atomic::Ordering::Relaxed;
+    match ORDER.load(Relaxed) {
+        0 => {
+            let o = if std::env::var("GLM5V_CPU_AMX_ORDER").as_deref() == Ok("chunk") {
+                Order::ChunkMajor
+            } else {
+                Order::Auto
+            };
+            set_order_for_measuring(o);
+            o
+        }
+        1 => Order::Auto,
+        _ => Order::ChunkMajor,
+    }
+}
+
+/// [`order`]'s value (0: not read yet).
+static ORDER: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Sets the unit's [`order`], for benchmarks that alternate settings in one process.
+#[doc(hidden)]
+pub fn set_order_for_measuring(o: Order) {
+    let v = match o {
+        Order::Auto => 1,
+        Order::ChunkMajor => 2,
+    };
+    ORDER.store(v, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Where a product's time goes, for `full_geometry` (`GLM5V_AMX_PROFILE=1`): nanoseconds
+/// packing the inputs, in the block kernel, adding sums (to y or a block's running sums),
+/// summed over threads. Off (one relaxed load a block) unless the variable is set.
+#[doc(hidden)]
+pub mod profile {
+    use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed};
+    use std::time::Instant;
+
+    static ON: AtomicU8 = AtomicU8::new(0);
+    static NS: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+
+    fn on() -> bool {
+        match ON.load(Relaxed) {
+            0 => {
+                let on = std::env::var("GLM5V_AMX_PROFILE").as_deref() == Ok("1");
+                ON.store(if on { 1 } else { 2 }, Relaxed);
+                on
+            }
+            v => v == 1,
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn start() -> Option<Instant> {
+        on().then(Instant::now)
+    }
+
+    #[inline(always)]
+    pub(crate) fn stop(t: Option<Instant>, what: usize) {
+        if let Some(t) = t {
+            NS[what].fetch_add(t.elapsed().as_nanos() as u64, Relaxed);
+        }
+    }
+
+    /// Seconds packing, in the kernel, adding sums since the last call (and resets them).
+    pub fn take() -> [f64; 3] {
+        std::array::from_fn(|i| NS[i].swap(0, Relaxed) as f64 * 1e-9)
+    }
+}
+
 /// A task's four 16 x 16 accumulator tiles, stored: C00, C01 (rows 0-15; columns 0-15, 16-31),
 /// C10, C11 (rows 16-31).
 #[repr(C, align(64))]
 pub(super) struct Scratch(pub(super) [f32; 4 * 256]);
+
+impl Scratch {
+    /// `self = bias + c`, `bias` the block's columns (fewer than 32 at the right edge: the
+    /// columns past it are never written to y).
+    fn first(&mut self, c: &Scratch, bias: Option<&[f32]>) {
+        for (i, (v, &s)) in self.0.iter_mut().zip(&c.0).enumerate() {
+            // Scratch's order: tile column (i / 256) % 2, column i % 16 within it
+            let col = (i / 256) % 2 * 16 + i % 16;
+            *v = match bias {
+                Some(b) => b.get(col).copied().unwrap_or(0.0) + s,
+                None => s,
+            };
+        }
+    }
+
+    /// `self += c`.
+    fn add(&mut self, c: &Scratch) {
+        for (v, &s) in self.0.iter_mut().zip(&c.0) {
+            *v += s;
+        }
+    }
+}
 
 /// Where a block's sums go.
 struct Out {
@@ -682,7 +836,7 @@ mod tests {
             aw.linear(x, m, bias, res, y, parts);
         } else {
             let chunk = chunk.unwrap_or(kc(parts));
-            aw.linear_emulated(x, m, bias, res, y, parts, chunk);
+            aw.linear_emulated(x, m, bias, res, y, parts, chunk, order());
         }
     }
 
@@ -761,6 +915,37 @@ mod tests {
                     "bf16 {m}x{k}x{n} at {i}"
                 );
             }
+        }
+    }
+
+    /// The block-major order (each block's chunks in turn, summed in a scratch, y written
+    /// once) gives the chunk-major order's bits: the same additions in the same order. Shapes
+    /// with several chunks, bias and residual, a right edge (n not a multiple of 32), rows
+    /// split among tasks, groups of column blocks (three parts of k = 2048 outgrow L2).
+    #[test]
+    fn block_major_order_gives_the_same_bits() {
+        let mut lcg = crate::kernels::Lcg(23);
+        for (m, k, n, parts) in [
+            (70, 300, 50, Parts::One),
+            (33, 1100, 300, Parts::Three),
+            (300, 2048, 520, Parts::Three),
+        ] {
+            let mut rnd = || (lcg.unit() - 0.5) as f32;
+            let w = Array2::from_shape_fn((n, k), |_| round_bf16(rnd()));
+            let x: Vec<f32> = (0..m * k).map(|_| rnd()).collect();
+            let bias: Vec<f32> = (0..n).map(|_| rnd()).collect();
+            let res: Vec<f32> = (0..m * n).map(|_| rnd()).collect();
+            let aw = AmxWeight::pack(w.view(), false).unwrap();
+            let mut ys = [vec![f32::NAN; m * n], vec![f32::NAN; m * n]];
+            for (y, order) in ys.iter_mut().zip([Order::Auto, Order::ChunkMajor]) {
+                aw.linear_emulated(&x, m, Some(&bias), Some(&res), y, parts, 64, order);
+            }
+            assert!(ys[0].iter().all(|v| v.is_finite()), "{m}x{k}x{n}");
+            let same = ys[0]
+                .iter()
+                .zip(&ys[1])
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{m}x{k}x{n} {parts:?}");
         }
     }
 
