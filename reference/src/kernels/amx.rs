@@ -353,10 +353,15 @@ impl AmxWeight {
         // scratch (L1) and y written once, where the chunk-major order adds every chunk's sums
         // to y (from L2 or memory: y is written and read back once a chunk). The same
         // additions in the same order, so the same bits; taken when there are several chunks
-        // and a group's weights over all k stay within a megabyte of L2 (each row block runs
-        // over them).
-        let block_major =
-            order == Order::Auto && ksteps > chunk_steps && group * ksteps * B_STEP <= (1 << 20);
+        // and a group's weights and a row block's inputs over all k stay within 1.25 MiB of
+        // L2 (each row block runs over the group's weights). Measured on the Xeon (settings
+        // taking turns, `GLM5V_AMX_PROFILE=1`): the 32x32 down product (k = 4096) bf16 804
+        // against 710 GFLOP/s block-major (1.25 MiB: 1 MiB of weights, 256 KiB of inputs);
+        // in the f32 mode, whose three parts make the inputs 768 KiB, its kernel time rose
+        // from 38 to 46 ms (203 against 211 GFLOP/s), so it stays chunk-major.
+        let block_major = order == Order::Auto
+            && ksteps > chunk_steps
+            && group * ksteps * B_STEP + ksteps * p * A_STEP <= (5 << 18);
         super::team::for_each(groups * row_tasks, |t| {
             let (g, rt) = (t / row_tasks, t % row_tasks);
             let (mb0, mb1) = (rt * mb_per, ((rt + 1) * mb_per).min(mblocks));
