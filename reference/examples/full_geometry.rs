@@ -58,6 +58,25 @@ fn cpu_seconds() -> f64 {
     ticks / 100.0
 }
 
+/// `rounds` forwards for each of `names`' settings, taking turns (`forward(i)` sets the i-th
+/// and times one), then each setting's best, median and worst.
+fn turns(names: &[String], rounds: usize, g: usize, mut forward: impl FnMut(usize) -> f64) {
+    let mut alt: Vec<Vec<f64>> = vec![vec![]; names.len()];
+    for r in 0..rounds * names.len() {
+        alt[r % names.len()].push(forward(r % names.len()));
+    }
+    for (name, mut v) in names.iter().zip(alt) {
+        v.sort_by(f64::total_cmp);
+        println!(
+            "grid {g}x{g} {name:18}: {} forwards, best {:.3} s, median {:.3}, worst {:.3}",
+            v.len(),
+            v[0],
+            v[v.len() / 2],
+            v[v.len() - 1]
+        );
+    }
+}
+
 /// One of `GLM5V_AB_AMX`'s settings.
 struct AmxSetting {
     name: String,
@@ -416,47 +435,23 @@ fn main() {
         let mut best_cpu = f64::INFINITY;
         let runs = if g <= 16 { 5 } else { 3 };
         if !ab_kc.is_empty() {
-            let rounds = if g <= 16 { 12 } else { 4 };
-            let mut alt: Vec<Vec<f64>> = vec![vec![]; ab_kc.len()];
-            for r in 0..rounds * ab_kc.len() {
-                let i = r % ab_kc.len();
+            let names: Vec<String> = ab_kc.iter().map(|kc| format!("kc {kc:5}")).collect();
+            turns(&names, if g <= 16 { 12 } else { 4 }, g, |i| {
                 glm5v_reference::kernels::amx::set_bf16_chunk_for_measuring(ab_kc[i]);
                 let t = Instant::now();
                 emb.embed_pixels(px.view(), &grid).unwrap();
-                alt[i].push(t.elapsed().as_secs_f64());
-            }
-            for (kc, mut v) in ab_kc.iter().zip(alt) {
-                v.sort_by(f64::total_cmp);
-                println!(
-                    "grid {g}x{g} kc {kc:5}: {} forwards, best {:.3} s, median {:.3}, worst {:.3}",
-                    v.len(),
-                    v[0],
-                    v[v.len() / 2],
-                    v[v.len() - 1]
-                );
-            }
+                t.elapsed().as_secs_f64()
+            });
             continue;
         }
         if !ab_amx.is_empty() {
-            let rounds = if g <= 16 { 8 } else { 3 };
-            let mut alt: Vec<Vec<f64>> = vec![vec![]; ab_amx.len()];
-            for r in 0..rounds * ab_amx.len() {
-                let i = r % ab_amx.len();
+            let names: Vec<String> = ab_amx.iter().map(|a| a.name.clone()).collect();
+            turns(&names, if g <= 16 { 8 } else { 3 }, g, |i| {
                 ab_amx[i].set();
                 let t = Instant::now();
                 emb.embed_pixels(px.view(), &grid).unwrap();
-                alt[i].push(t.elapsed().as_secs_f64());
-            }
-            for (AmxSetting { name, .. }, mut v) in ab_amx.iter().zip(alt) {
-                v.sort_by(f64::total_cmp);
-                println!(
-                    "grid {g}x{g} {name:18}: {} forwards, best {:.3} s, median {:.3}, worst {:.3}",
-                    v.len(),
-                    v[0],
-                    v[v.len() / 2],
-                    v[v.len() - 1]
-                );
-            }
+                t.elapsed().as_secs_f64()
+            });
             continue;
         }
         if ab_team {

@@ -144,6 +144,18 @@ macro_rules! part {
     };
 }
 
+/// The block's four accumulators stored at `{c}` in [`Scratch`]'s order (C00, C01, C10, C11).
+macro_rules! store_c {
+    () => {
+        concat!(
+            "tilestored [{c} + {s}*1], tmm0\n",
+            "tilestored [{c} + {s}*1 + 1024], tmm1\n",
+            "tilestored [{c} + {s}*1 + 2048], tmm2\n",
+            "tilestored [{c} + {s}*1 + 3072], tmm3\n",
+        )
+    };
+}
+
 /// A 32 x 32 output block's sums over `steps` steps of 32 inputs: `a` the packed input tiles
 /// (per step and part two 1 KiB tiles, rows 0-15 then 16-31; `sa` bytes a step), `b` the
 /// weight tiles (2 KiB a step, contiguous; `sb` bytes a step), `pf` the weights to prefetch
@@ -179,10 +191,7 @@ macro_rules! amx_block {
                     "add {pf}, {sb}",
                     "dec {n}",
                     "jnz 2b",
-                    "tilestored [{c} + {s}*1], tmm0",
-                    "tilestored [{c} + {s}*1 + 1024], tmm1",
-                    "tilestored [{c} + {s}*1 + 2048], tmm2",
-                    "tilestored [{c} + {s}*1 + 3072], tmm3",
+                    store_c!(),
                     a = inout(reg) a => _,
                     b = inout(reg) b => _,
                     pf = inout(reg) pf => _,
@@ -402,10 +411,7 @@ macro_rules! amx_pipe {
                     "tdpbf16ps tmm3, tmm5, tmm7",
                     "tdpbf16ps tmm0, tmm4, tmm6",
                     "tdpbf16ps tmm2, tmm5, tmm6",
-                    "tilestored [{c} + {s}*1], tmm0",
-                    "tilestored [{c} + {s}*1 + 1024], tmm1",
-                    "tilestored [{c} + {s}*1 + 2048], tmm2",
-                    "tilestored [{c} + {s}*1 + 3072], tmm3",
+                    store_c!(),
                     a = inout(reg) a => _,
                     b = inout(reg) b => _,
                     pf = inout(reg) pf => _,
