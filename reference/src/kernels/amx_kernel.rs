@@ -343,9 +343,10 @@ macro_rules! l1_pf {
 /// after the second product, A0 after the third, A1 and B0 after the fourth), and the four
 /// tiles `ahead` steps on are prefetched into L1, a tile between products. The unit has eight
 /// tile registers, four of them the accumulators, so the grouped step's loads wait for the
-/// whole previous step and its products for the loads' latency; here two of the four loads
-/// have a product's time before their first reader, which is enough only from L1 (the
-/// prefetch). Same arguments and contract as [`amx_block`]'s, and `ahead`.
+/// whole previous step and its products for the loads' latency; here A0 and A1 have one
+/// product's time (16 cycles) between their load and their first reader, B0 and B1 two, which
+/// is enough only from L1 (the prefetch). Same arguments and contract as [`amx_block`]'s, and
+/// `ahead`.
 ///
 /// Measured on the GPU machine's Xeon (2 cores, `full_geometry` with `GLM5V_AB_AMX`: settings
 /// taking turns in one process; two calls), against the grouped step with every-pass weight
