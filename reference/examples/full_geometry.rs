@@ -17,9 +17,7 @@
 //! one-part step, the weight prefetch, the L1 prefetch distance) in one process: probe lines,
 //! GEMM lines (medians over turns) and forwards for each.
 
-use glm5v_reference::kernels::amx::{
-    Order, Step, profile, set_for_measuring, set_order_for_measuring,
-};
+use glm5v_reference::kernels::amx::{Order, Step, profile, set_for_measuring};
 use glm5v_reference::kernels::amx_attention;
 use glm5v_reference::kernels::attention::attention;
 use glm5v_reference::kernels::gemm::{LinearWeight, Par, SKINNY_MAX_ROWS, matmul_into};
@@ -77,6 +75,26 @@ fn turns(names: &[String], rounds: usize, g: usize, mut forward: impl FnMut(usiz
     }
 }
 
+/// One probe line: `label`, then the block kernel's GFLOP/s alone
+/// (`kernels::amx::block_gflops`) on one thread and on `threads`.
+fn probe(
+    label: &str,
+    threads: usize,
+    peak: f64,
+    parts: glm5v_reference::kernels::amx::Parts,
+    span: usize,
+    steps: usize,
+    blocks: usize,
+) {
+    let mut line = label.to_string();
+    for t in [1, threads] {
+        let g = glm5v_reference::kernels::amx::block_gflops(t, parts, span, steps, blocks)
+            .expect("the probe runs with AMX only");
+        line += &format!("  {t} thread(s) {g:6.0} GFLOP/s");
+    }
+    println!("{line}  (ceiling {peak:.0} on {threads})");
+}
+
 /// One of `GLM5V_AB_AMX`'s settings.
 struct AmxSetting {
     name: String,
@@ -88,8 +106,7 @@ struct AmxSetting {
 
 impl AmxSetting {
     fn set(&self) {
-        set_for_measuring(&self.pf, self.step, self.ahead);
-        set_order_for_measuring(self.order);
+        set_for_measuring(&self.pf, self.step, self.ahead, self.order);
     }
 }
 
@@ -194,7 +211,7 @@ fn main() {
     if let Some(peak) = amx_peak
         && std::env::var("GLM5V_AMX_PROBE").as_deref() == Ok("1")
     {
-        use glm5v_reference::kernels::amx::{Parts, block_gflops};
+        use glm5v_reference::kernels::amx::Parts;
         if !ab_amx.is_empty() {
             // the one-part step's settings side by side: the same tiles re-read (span 0),
             // then L2- and memory-resident blocks
@@ -206,17 +223,20 @@ fn main() {
             ] {
                 for a in &ab_amx {
                     a.set();
-                    let name = &a.name;
-                    let mut line = format!(
-                        "probe bf16 {name:18} span {:6} KiB ({where_:6}) steps {steps:2}:",
+                    let label = format!(
+                        "probe bf16 {:18} span {:6} KiB ({where_:6}) steps {steps:2}:",
+                        a.name,
                         span >> 10
                     );
-                    for t in [1, threads] {
-                        let g =
-                            block_gflops(t, Parts::One, span, steps, 2_000_000 / steps).unwrap();
-                        line += &format!("  {t} thread(s) {g:6.0} GFLOP/s");
-                    }
-                    println!("{line}  (ceiling {peak:.0} on {threads})");
+                    probe(
+                        &label,
+                        threads,
+                        peak,
+                        Parts::One,
+                        span,
+                        steps,
+                        2_000_000 / steps,
+                    );
                 }
             }
             ab_amx[0].set();
@@ -234,16 +254,12 @@ fn main() {
                     if span < (256 << 10) && steps == 32 {
                         continue;
                     }
-                    let mut line = format!(
+                    let label = format!(
                         "probe {name:6} span {:6} KiB ({where_:7}) steps {steps:2}:",
                         span >> 10
                     );
-                    for t in [1, threads] {
-                        let blocks = 2_000_000 / steps / if parts == Parts::One { 1 } else { 3 };
-                        let g = block_gflops(t, parts, span, steps, blocks).unwrap();
-                        line += &format!("  {t} thread(s) {g:6.0} GFLOP/s");
-                    }
-                    println!("{line}  (ceiling {peak:.0} on {threads})");
+                    let blocks = 2_000_000 / steps / if parts == Parts::One { 1 } else { 3 };
+                    probe(&label, threads, peak, parts, span, steps, blocks);
                 }
             }
         }

@@ -470,36 +470,10 @@ pub enum Order {
 }
 
 /// The unit's order: [`Order::Auto`] unless `GLM5V_CPU_AMX_ORDER=chunk` or
-/// [`set_order_for_measuring`] says otherwise.
+/// [`set_for_measuring`] says otherwise (one of the kernel settings).
 #[doc(hidden)]
 pub fn order() -> Order {
-    use std::sync::atomic::Ordering::Relaxed;
-    match ORDER.load(Relaxed) {
-        0 => {
-            let o = if std::env::var("GLM5V_CPU_AMX_ORDER").as_deref() == Ok("chunk") {
-                Order::ChunkMajor
-            } else {
-                Order::Auto
-            };
-            set_order_for_measuring(o);
-            o
-        }
-        1 => Order::Auto,
-        _ => Order::ChunkMajor,
-    }
-}
-
-/// [`order`]'s value (0: not read yet).
-static ORDER: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
-
-/// Sets the unit's [`order`], for benchmarks that alternate settings in one process.
-#[doc(hidden)]
-pub fn set_order_for_measuring(o: Order) {
-    let v = match o {
-        Order::Auto => 1,
-        Order::ChunkMajor => 2,
-    };
-    ORDER.store(v, std::sync::atomic::Ordering::Relaxed);
+    super::amx_kernel::order()
 }
 
 /// Where a product's time goes, for `full_geometry` (`GLM5V_AMX_PROFILE=1`): nanoseconds

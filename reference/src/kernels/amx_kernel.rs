@@ -4,7 +4,7 @@
 //! print. Everything here needs AMX available and the tile state granted
 //! ([`super::amx::available`]).
 
-use super::amx::{A_STEP, B_STEP, Line, Parts, Scratch, available};
+use super::amx::{A_STEP, B_STEP, Line, Order, Parts, Scratch, available};
 
 /// The tile configuration: palette 1, all eight tiles 16 rows of 64 bytes.
 #[repr(C, align(64))]
@@ -50,78 +50,49 @@ pub(super) unsafe fn load_config() {
 macro_rules! prefetch_step {
     (t0) => {
         concat!(
-            "prefetcht0 [{pf} + 0]\n",
-            "prefetcht0 [{pf} + 64]\n",
-            "prefetcht0 [{pf} + 128]\n",
-            "prefetcht0 [{pf} + 192]\n",
-            "prefetcht0 [{pf} + 256]\n",
-            "prefetcht0 [{pf} + 320]\n",
-            "prefetcht0 [{pf} + 384]\n",
-            "prefetcht0 [{pf} + 448]\n",
-            "prefetcht0 [{pf} + 512]\n",
-            "prefetcht0 [{pf} + 576]\n",
-            "prefetcht0 [{pf} + 640]\n",
-            "prefetcht0 [{pf} + 704]\n",
-            "prefetcht0 [{pf} + 768]\n",
-            "prefetcht0 [{pf} + 832]\n",
-            "prefetcht0 [{pf} + 896]\n",
-            "prefetcht0 [{pf} + 960]\n",
-            "prefetcht0 [{pf} + 1024]\n",
-            "prefetcht0 [{pf} + 1088]\n",
-            "prefetcht0 [{pf} + 1152]\n",
-            "prefetcht0 [{pf} + 1216]\n",
-            "prefetcht0 [{pf} + 1280]\n",
-            "prefetcht0 [{pf} + 1344]\n",
-            "prefetcht0 [{pf} + 1408]\n",
-            "prefetcht0 [{pf} + 1472]\n",
-            "prefetcht0 [{pf} + 1536]\n",
-            "prefetcht0 [{pf} + 1600]\n",
-            "prefetcht0 [{pf} + 1664]\n",
-            "prefetcht0 [{pf} + 1728]\n",
-            "prefetcht0 [{pf} + 1792]\n",
-            "prefetcht0 [{pf} + 1856]\n",
-            "prefetcht0 [{pf} + 1920]\n",
-            "prefetcht0 [{pf} + 1984]\n",
+            lines16!("prefetcht0", "pf", "0"),
+            lines16!("prefetcht0", "pf", "1024")
         )
     };
     (t1) => {
         concat!(
-            "prefetcht1 [{pf} + 0]\n",
-            "prefetcht1 [{pf} + 64]\n",
-            "prefetcht1 [{pf} + 128]\n",
-            "prefetcht1 [{pf} + 192]\n",
-            "prefetcht1 [{pf} + 256]\n",
-            "prefetcht1 [{pf} + 320]\n",
-            "prefetcht1 [{pf} + 384]\n",
-            "prefetcht1 [{pf} + 448]\n",
-            "prefetcht1 [{pf} + 512]\n",
-            "prefetcht1 [{pf} + 576]\n",
-            "prefetcht1 [{pf} + 640]\n",
-            "prefetcht1 [{pf} + 704]\n",
-            "prefetcht1 [{pf} + 768]\n",
-            "prefetcht1 [{pf} + 832]\n",
-            "prefetcht1 [{pf} + 896]\n",
-            "prefetcht1 [{pf} + 960]\n",
-            "prefetcht1 [{pf} + 1024]\n",
-            "prefetcht1 [{pf} + 1088]\n",
-            "prefetcht1 [{pf} + 1152]\n",
-            "prefetcht1 [{pf} + 1216]\n",
-            "prefetcht1 [{pf} + 1280]\n",
-            "prefetcht1 [{pf} + 1344]\n",
-            "prefetcht1 [{pf} + 1408]\n",
-            "prefetcht1 [{pf} + 1472]\n",
-            "prefetcht1 [{pf} + 1536]\n",
-            "prefetcht1 [{pf} + 1600]\n",
-            "prefetcht1 [{pf} + 1664]\n",
-            "prefetcht1 [{pf} + 1728]\n",
-            "prefetcht1 [{pf} + 1792]\n",
-            "prefetcht1 [{pf} + 1856]\n",
-            "prefetcht1 [{pf} + 1920]\n",
-            "prefetcht1 [{pf} + 1984]\n",
+            lines16!("prefetcht1", "pf", "0"),
+            lines16!("prefetcht1", "pf", "1024")
         )
     };
     (none) => {
         ""
+    };
+}
+
+/// `$op` (a prefetch) on the sixteen consecutive lines of the 1 KiB tile at `{$r} + $base`.
+macro_rules! lines16 {
+    ($op:literal, $r:literal, $base:literal) => {
+        concat!(
+            asm_line!($op, $r, $base, "0"),
+            asm_line!($op, $r, $base, "64"),
+            asm_line!($op, $r, $base, "128"),
+            asm_line!($op, $r, $base, "192"),
+            asm_line!($op, $r, $base, "256"),
+            asm_line!($op, $r, $base, "320"),
+            asm_line!($op, $r, $base, "384"),
+            asm_line!($op, $r, $base, "448"),
+            asm_line!($op, $r, $base, "512"),
+            asm_line!($op, $r, $base, "576"),
+            asm_line!($op, $r, $base, "640"),
+            asm_line!($op, $r, $base, "704"),
+            asm_line!($op, $r, $base, "768"),
+            asm_line!($op, $r, $base, "832"),
+            asm_line!($op, $r, $base, "896"),
+            asm_line!($op, $r, $base, "960"),
+        )
+    };
+}
+
+/// One `$op [{$r} + $base + $off]` line of asm.
+macro_rules! asm_line {
+    ($op:literal, $r:literal, $base:literal, $off:literal) => {
+        concat!($op, " [{", $r, "} + ", $base, " + ", $off, "]\n")
     };
 }
 
@@ -232,108 +203,20 @@ amx_block!(
     ("4096", "5120")
 );
 
-/// Sixteen `prefetcht0` of consecutive lines from `{$r} + $base` (a 1 KiB tile).
-macro_rules! l1_tile {
-    ($r:literal, $base:literal) => {
-        concat!(
-            "prefetcht0 [{",
-            $r,
-            "} + ",
-            $base,
-            " + 0]\n",
-            "prefetcht0 [{",
-            $r,
-            "} + ",
-            $base,
-            " + 64]\n",
-            "prefetcht0 [{",
-            $r,
-            "} + ",
-            $base,
-            " + 128]\n",
-            "prefetcht0 [{",
-            $r,
-            "} + ",
-            $base,
-            " + 192]\n",
-            "prefetcht0 [{",
-            $r,
-            "} + ",
-            $base,
-            " + 256]\n",
-            "prefetcht0 [{",
-            $r,
-            "} + ",
-            $base,
-            " + 320]\n",
-            "prefetcht0 [{",
-            $r,
-            "} + ",
-            $base,
-            " + 384]\n",
-            "prefetcht0 [{",
-            $r,
-            "} + ",
-            $base,
-            " + 448]\n",
-            "prefetcht0 [{",
-            $r,
-            "} + ",
-            $base,
-            " + 512]\n",
-            "prefetcht0 [{",
-            $r,
-            "} + ",
-            $base,
-            " + 576]\n",
-            "prefetcht0 [{",
-            $r,
-            "} + ",
-            $base,
-            " + 640]\n",
-            "prefetcht0 [{",
-            $r,
-            "} + ",
-            $base,
-            " + 704]\n",
-            "prefetcht0 [{",
-            $r,
-            "} + ",
-            $base,
-            " + 768]\n",
-            "prefetcht0 [{",
-            $r,
-            "} + ",
-            $base,
-            " + 832]\n",
-            "prefetcht0 [{",
-            $r,
-            "} + ",
-            $base,
-            " + 896]\n",
-            "prefetcht0 [{",
-            $r,
-            "} + ",
-            $base,
-            " + 960]\n",
-        )
-    };
-}
-
 /// The L1 prefetch of the pipelined step's tile `$i` (0-3: a later step's input rows 0-15 and
 /// 16-31, weight columns 0-15 and 16-31).
 macro_rules! l1_pf {
     (0) => {
-        l1_tile!("pa", "0")
+        lines16!("prefetcht0", "pa", "0")
     };
     (1) => {
-        l1_tile!("pa", "1024")
+        lines16!("prefetcht0", "pa", "1024")
     };
     (2) => {
-        l1_tile!("pb", "0")
+        lines16!("prefetcht0", "pb", "0")
     };
     (3) => {
-        l1_tile!("pb", "1024")
+        lines16!("prefetcht0", "pb", "1024")
     };
 }
 
@@ -472,13 +355,14 @@ pub enum Step {
     Pipelined,
 }
 
-/// The kernel settings: the weight prefetch, the one-part step and how many steps ahead its
-/// L1 prefetch runs.
+/// The kernel settings: the weight prefetch, the one-part step, how many steps ahead its L1
+/// prefetch runs, and the order of a product's blocks and chunks (`kernels::amx`'s).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 struct Settings {
     pf: Prefetch,
     step: Step,
     ahead: usize,
+    order: Order,
 }
 
 fn parse_prefetch(mode: Option<&str>, steps: usize) -> Prefetch {
@@ -502,8 +386,10 @@ impl Settings {
         let hint = self.pf.hint as u64;
         let passes = self.pf.passes as u64;
         let step = self.step as u64;
+        let order = self.order as u64;
         hint | passes << 2
             | step << 4
+            | order << 5
             | (self.ahead.min(255) as u64) << 8
             | (self.pf.steps.min(1 << 20) as u64 + 1) << 16
     }
@@ -517,6 +403,7 @@ impl Settings {
             },
             step: [Step::Grouped, Step::Pipelined][(v >> 4 & 1) as usize],
             ahead: (v >> 8 & 255) as usize,
+            order: [Order::Auto, Order::ChunkMajor][(v >> 5 & 1) as usize],
         }
     }
 }
@@ -525,8 +412,8 @@ impl Settings {
 static SETTINGS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The settings: from `GLM5V_CPU_AMX_PF` (`none|t0|t1|first`), `GLM5V_CPU_AMX_PF_STEPS`,
-/// `GLM5V_CPU_AMX_STEP` (`grouped|pipelined`) and `GLM5V_CPU_AMX_AHEAD` on first use, or as
-/// [`set_for_measuring`] left them.
+/// `GLM5V_CPU_AMX_STEP` (`grouped|pipelined`), `GLM5V_CPU_AMX_AHEAD` and
+/// `GLM5V_CPU_AMX_ORDER` (`chunk`) on first use, or as [`set_for_measuring`] left them.
 fn settings() -> Settings {
     use std::sync::atomic::Ordering::Relaxed;
     match SETTINGS.load(Relaxed) {
@@ -547,6 +434,10 @@ fn settings() -> Settings {
                     _ => Step::Pipelined,
                 },
                 ahead: num("GLM5V_CPU_AMX_AHEAD", 2).clamp(1, 255),
+                order: match std::env::var("GLM5V_CPU_AMX_ORDER").as_deref() {
+                    Ok("chunk") => Order::ChunkMajor,
+                    _ => Order::Auto,
+                },
             };
             SETTINGS.store(s.encode(), Relaxed);
             s
@@ -555,17 +446,23 @@ fn settings() -> Settings {
     }
 }
 
-/// Sets the weight prefetch (`none|t0|t1|first|auto`, 16 steps ahead), the one-part step and
-/// its L1 prefetch distance (steps), as the environment variables do, for benchmarks that
-/// alternate settings in one process.
+/// Sets the weight prefetch (`none|t0|t1|first|auto`, 16 steps ahead), the one-part step, its
+/// L1 prefetch distance (steps) and the order of blocks and chunks, as the environment
+/// variables do, for benchmarks that alternate settings in one process.
 #[doc(hidden)]
-pub fn set_for_measuring(prefetch: &str, step: Step, ahead: usize) {
+pub fn set_for_measuring(prefetch: &str, step: Step, ahead: usize, order: Order) {
     let s = Settings {
         pf: parse_prefetch(Some(prefetch), 16),
         step,
         ahead: ahead.clamp(1, 255),
+        order,
     };
     SETTINGS.store(s.encode(), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The order of a product's blocks and chunks ([`super::amx::order`]).
+pub(super) fn order() -> Order {
+    settings().order
 }
 
 /// One block through the variant [`settings`] picks; `stream`: the task's first pass over
@@ -585,7 +482,9 @@ pub(super) unsafe fn block(
     sa: usize,
     sb: usize,
 ) {
-    let Settings { pf, step, ahead } = settings();
+    let Settings {
+        pf, step, ahead, ..
+    } = settings();
     let first_only = match pf.passes {
         Passes::All => false,
         Passes::First => true,
