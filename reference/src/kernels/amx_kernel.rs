@@ -238,7 +238,11 @@ macro_rules! l1_pf {
 /// (the other call 1.853 -> 1.900, inside its spread: best 1.725 -> 1.563). The block alone
 /// (`block_gflops`) over tiles that stay in L1 ran at 1955-2100 GFLOP/s a thread (~90-96% of
 /// the unit), over L2-resident ones at 510-780: what is left is getting the tiles into L1.
-/// Prefetching 4 steps ahead instead of 2 measured the same; an L1 pass (8 or 16 steps of a
+/// Prefetching 4 steps ahead instead of 2 measured the same; prefetching only the inputs' two
+/// tiles, only the weights', or none, slower at every 32x32 shape (one process, settings
+/// taking turns: qkv 975 against 891, 816, 846 GFLOP/s; gate+up 902 against 862, 780, 713;
+/// down 819 against 721, 690, 610), though in the L2 probe they ran faster (1087-1105
+/// against 532 a thread): the probe's blocks do not see the products' L2 traffic. An L1 pass (8 or 16 steps of a
 /// row block's inputs run over every column block of a group, sums kept in scratch tiles
 /// between passes) was slower (32x32 forwards median 1.612 and 1.728 against 1.520 s) and was
 /// removed.
