@@ -110,6 +110,42 @@ impl AmxSetting {
     }
 }
 
+/// The bf16 mode's attention on the unit at 1024 and 5184 tokens (16 heads of `d / 16`):
+/// time and GFLOP/s, and with `GLM5V_AMX_PROFILE=1` where the time goes.
+fn amx_attention_lines(d: usize) {
+    for n in [1024, 5184] {
+        let q = Array2::from_shape_fn((n, d), |(i, j)| hash01(4, i * d + j));
+        let k = Array2::from_shape_fn((n, d), |(i, j)| hash01(5, i * d + j));
+        let v = Array2::from_shape_fn((n, d), |(i, j)| hash01(6, i * d + j));
+        let run = || amx_attention::attention(q.view(), k.view(), v.view(), &[0, n], 16, 0.125);
+        let _ = run();
+        profile::take();
+        let reps = if n > 2048 { 2 } else { 5 };
+        let t = Instant::now();
+        for _ in 0..reps {
+            std::hint::black_box(run());
+        }
+        let s = t.elapsed().as_secs_f64() / reps as f64;
+        println!(
+            "amx attention {n} tokens x 16 heads: {:.1} ms, {:.1} GFLOP/s",
+            s * 1e3,
+            4.0 * (n * n * d) as f64 / s / 1e9
+        );
+        if std::env::var("GLM5V_AMX_PROFILE").as_deref() == Ok("1") {
+            let p = profile::take().map(|v| v * 1e3 / reps as f64);
+            println!(
+                "profile amx attention {n}: ms a call (thread-summed): pack K,V {:.2}, \
+                 q·kᵀ {:.2}, softmax {:.2}, p·v {:.2}; the rest {:.2}",
+                p[3],
+                p[4],
+                p[5],
+                p[6],
+                s * 1e3 * rayon::current_num_threads() as f64 - p[3..].iter().sum::<f64>()
+            );
+        }
+    }
+}
+
 fn main() {
     let args: Vec<usize> = std::env::args()
         .skip(1)
@@ -122,6 +158,15 @@ fn main() {
         vec![8, 32]
     };
     let cfg = VisionConfig::glm53_flash();
+    // GLM5V_ATTN_ONLY=1: the bf16 attention lines alone (no weights built)
+    if std::env::var("GLM5V_ATTN_ONLY").as_deref() == Ok("1") {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("a thread pool");
+        pool.install(|| team::with_team(|| amx_attention_lines(cfg.hidden_size)));
+        return;
+    }
 
     let t0 = Instant::now();
     let keep_f32 = std::env::var("GLM5V_SYNTH_F32").as_deref() == Ok("1");
@@ -411,25 +456,7 @@ fn main() {
         );
         // the bf16 mode's attention on the unit, where it runs
         if bf16 && amx_attention::enabled() {
-            for n in [1024, 5184] {
-                let q = Array2::from_shape_fn((n, d), |(i, j)| hash01(4, i * d + j));
-                let k = Array2::from_shape_fn((n, d), |(i, j)| hash01(5, i * d + j));
-                let v = Array2::from_shape_fn((n, d), |(i, j)| hash01(6, i * d + j));
-                let run =
-                    || amx_attention::attention(q.view(), k.view(), v.view(), &[0, n], 16, 0.125);
-                let _ = run();
-                let reps = if n > 2048 { 2 } else { 5 };
-                let t = Instant::now();
-                for _ in 0..reps {
-                    std::hint::black_box(run());
-                }
-                let s = t.elapsed().as_secs_f64() / reps as f64;
-                println!(
-                    "amx attention {n} tokens x 16 heads: {:.1} ms, {:.1} GFLOP/s",
-                    s * 1e3,
-                    4.0 * (n * n * d) as f64 / s / 1e9
-                );
-            }
+            amx_attention_lines(d);
         }
     });
 

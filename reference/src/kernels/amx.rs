@@ -207,8 +207,9 @@ impl AmxWeight {
         Some(Self { data, n, k })
     }
 
-    /// The packed bf16 values (`kernels::amx_attention` reads packed K and V through its own
-    /// tile blocks).
+    /// The packed bf16 values (tests: `kernels::amx_kv` packs attention's K and V in this
+    /// layout).
+    #[cfg(test)]
     pub(super) fn packed(&self) -> &[u16] {
         self.data.as_slice()
     }
@@ -477,15 +478,21 @@ pub fn order() -> Order {
 }
 
 /// Where a product's time goes, for `full_geometry` (`GLM5V_AMX_PROFILE=1`): nanoseconds
-/// packing the inputs, in the block kernel, adding sums (to y or a block's running sums),
-/// summed over threads. Off (one relaxed load a block) unless the variable is set.
+/// packing the inputs, in the block kernel, adding sums (to y or a block's running sums), and
+/// in the bf16 attention (`kernels::amx_attention`) packing K and V, in `q kᵀ`, in the softmax
+/// and in `p v`, summed over threads. Off (one relaxed load a block) unless the variable is
+/// set.
 #[doc(hidden)]
 pub mod profile {
     use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed};
     use std::time::Instant;
 
+    /// The slots: a product's packing, kernel, sums; attention's K/V packing, `q kᵀ`,
+    /// softmax, `p v`.
+    pub const SLOTS: usize = 7;
+
     static ON: AtomicU8 = AtomicU8::new(0);
-    static NS: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+    static NS: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
 
     fn on() -> bool {
         match ON.load(Relaxed) {
@@ -510,8 +517,8 @@ pub mod profile {
         }
     }
 
-    /// Seconds packing, in the kernel, adding sums since the last call (and resets them).
-    pub fn take() -> [f64; 3] {
+    /// Seconds in each slot since the last call (and resets them).
+    pub fn take() -> [f64; SLOTS] {
         std::array::from_fn(|i| NS[i].swap(0, Relaxed) as f64 * 1e-9)
     }
 }

@@ -14,7 +14,8 @@
 //! short, keep its accuracy (rounding q, k and v at full depth took the full-geometry fixture
 //! from 0.95 to 1.01 of the bf16 tolerance).
 
-use super::amx::{AmxWeight, Line, bf16_bits};
+use super::amx::{Line, bf16_bits, profile};
+use super::amx_kv::{pack_keys, pack_queries, pack_values, values};
 use super::attention::{SHORT, attend_short};
 use super::team;
 use ndarray::{Array2, ArrayView2, s};
@@ -27,6 +28,24 @@ const KBLK: usize = 256;
 const T: usize = 32;
 /// u16 values of one packed weight step (two 16 x 32 tiles).
 const STEP: usize = 1024;
+
+thread_local! {
+    /// The packed K and V of each long (head, segment) of the last call on this thread.
+    static KV_BUFFERS: std::cell::Cell<Vec<(Vec<Line>, Vec<Line>)>> =
+        const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Query rows per task: [`QB`], or `GLM5V_CPU_AMX_ATTN_QB` (a multiple of 32), for measuring.
+fn query_block() -> usize {
+    static QB_SET: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *QB_SET.get_or_init(|| {
+        std::env::var("GLM5V_CPU_AMX_ATTN_QB")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|v| *v >= T && v % T == 0)
+            .unwrap_or(QB)
+    })
+}
 
 /// Whether the bf16 mode's attention runs here: AMX available (the tile state granted) and not
 /// turned off by `GLM5V_CPU_AMX_ATTN=0` (for measuring the f32 attention it replaces).
@@ -82,25 +101,28 @@ fn run<const EMUL: bool>(
         .flat_map(|h| (0..segs.len()).map(move |g| (h, g)))
         .filter(|&(_, g)| segs[g].1 - segs[g].0 > SHORT)
         .collect();
-    let packs: Vec<(AmxWeight, AmxWeight)> = {
-        use rayon::prelude::*;
-        long.par_iter()
-            .map(|&(h, g)| {
-                let (s0, s1) = segs[g];
-                let cols = s![s0..s1, h * hd..(h + 1) * hd];
-                let (ks, vs) = (k.slice(cols), v.slice(cols));
-                // K as the weight of q kᵀ (key j is column j), V as that of p v (Vᵀ: head dim
-                // c is column c), rounded to bf16
-                let pack = |w| AmxWeight::pack(w, true).expect("rounding always packs");
-                (pack(ks), pack(vs.t()))
-            })
-            .collect()
-    };
+    // in this thread's buffers, kept between calls (fresh ones cost page faults: 4 MiB a
+    // layer at 1024 tokens)
+    let mut packs = KV_BUFFERS.take();
+    packs.resize_with(long.len(), Default::default);
+    team::for_each_chunk_mut(&mut packs[..long.len()], 1, |i, slot| {
+        let t = profile::start();
+        let (h, g) = long[i];
+        let (s0, s1) = segs[g];
+        let cols = s![s0..s1, h * hd..(h + 1) * hd];
+        pack_keys(k.slice(cols), &mut slot[0].0);
+        pack_values(v.slice(cols), &mut slot[0].1);
+        profile::stop(t, 3);
+    });
     // tasks: (head, segment, first query, end), covering every (token, head) once
     let mut tasks = Vec::new();
     for h in 0..heads {
         for (g, &(s0, s1)) in segs.iter().enumerate() {
-            let rows = if s1 - s0 > SHORT { QB } else { SHORT };
+            let rows = if s1 - s0 > SHORT {
+                query_block()
+            } else {
+                SHORT
+            };
             let mut r0 = s0;
             while r0 < s1 {
                 let r1 = (r0 + rows).min(s1);
@@ -130,9 +152,10 @@ fn run<const EMUL: bool>(
         let p = long
             .binary_search(&(h, g))
             .expect("every long (head, segment) was packed");
-        let (kp, vp) = (packs[p].0.packed(), packs[p].1.packed());
+        let (kp, vp) = (values(&packs[p].0), values(&packs[p].1));
         unsafe { attend_task::<EMUL>(qs, kp, vp, s1 - s0, hd, scale, at, d) };
     });
+    KV_BUFFERS.set(packs);
     // SAFETY: every value of y was written above (the tasks cover all n rows of every head).
     unsafe { y.set_len(n * d) };
     Array2::from_shape_vec((n, d), y).expect("n x d values")
@@ -155,25 +178,71 @@ unsafe fn attend_task<const EMUL: bool>(
     out: *mut f32,
     ldo: usize,
 ) {
+    TASK_BUFFERS.with_borrow_mut(|bufs| {
+        // SAFETY: the caller's contract.
+        unsafe { attend_with::<EMUL>(q, kp, vp, len, hd, scale, out, ldo, bufs) }
+    })
+}
+
+/// A task's buffers, kept by each thread between tasks and calls: fresh ones cost a page fault
+/// a 4 KiB page at first touch (~220 KiB a task of 128 queries). Sized by
+/// [`attend_with`]; what a task reads it has written, but for the probabilities' padding rows,
+/// which it zeroes.
+#[derive(Default)]
+struct TaskBuffers {
+    qa: Vec<Line>,
+    pa: Vec<Line>,
+    sc: Vec<F32Line>,
+    o: Vec<F32Line>,
+    mx: Vec<f32>,
+    sum: Vec<f32>,
+}
+
+thread_local! {
+    static TASK_BUFFERS: std::cell::RefCell<TaskBuffers> =
+        std::cell::RefCell::new(TaskBuffers::default());
+}
+
+/// [`attend_task`] in the thread's buffers.
+///
+/// # Safety
+/// As [`attend_task`]'s.
+#[allow(clippy::too_many_arguments)]
+unsafe fn attend_with<const EMUL: bool>(
+    q: ArrayView2<f32>,
+    kp: &[u16],
+    vp: &[u16],
+    len: usize,
+    hd: usize,
+    scale: f32,
+    out: *mut f32,
+    ldo: usize,
+    bufs: &mut TaskBuffers,
+) {
     let qb = q.nrows();
     let mblocks = qb.div_ceil(T);
     let (qsteps, lsteps, oblocks) = (hd.div_ceil(T), len.div_ceil(T), hd.div_ceil(T));
     // the queries as bf16 rows [mblocks * 32][qsteps][32], zero past the edges
-    let mut qa = vec![Line([0; 32]); mblocks * T * qsteps];
-    for (r, row) in q.outer_iter().enumerate() {
-        for (c, &x) in row.iter().enumerate() {
-            qa[r * qsteps + c / T].0[c % T] = bf16_bits(x);
-        }
-    }
-    // the probabilities of a key step as bf16 rows [mblocks * 32][KBLK / 32][32]
+    pack_queries(q, &mut bufs.qa);
+    let qa = &bufs.qa;
+    // the probabilities of a key step as bf16 rows [mblocks * 32][KBLK / 32][32]; the rows
+    // past qb (read by the unit, their sums never used) zero
     let psteps = KBLK / T;
-    let mut pa = vec![Line([0; 32]); mblocks * T * psteps];
+    let pa = &mut bufs.pa;
+    pa.resize(mblocks * T * psteps, Line([0; 32]));
+    pa[qb * psteps..].fill(Line([0; 32]));
     // a key step's scores [mblocks * 32][KBLK] and the outputs [mblocks * 32][oblocks * 32], f32,
-    // where the unit stores its accumulators (and, for the outputs, adds into them)
+    // where the unit stores its accumulators (and, for the outputs after the first key step,
+    // adds into them): every value read was first written
     let ocols = oblocks * T;
-    let mut sc = vec![0.0f32; mblocks * T * KBLK];
-    let mut o = vec![0.0f32; mblocks * T * ocols];
-    let (mut mx, mut sum) = (vec![f32::NEG_INFINITY; qb], vec![0.0f32; qb]);
+    bufs.sc.resize(mblocks * T * KBLK / 16, F32Line([0.0; 16]));
+    bufs.o.resize(mblocks * T * ocols / 16, F32Line([0.0; 16]));
+    let (sc, o) = (f32s(&mut bufs.sc), f32s(&mut bufs.o));
+    let (mx, sum) = (&mut bufs.mx, &mut bufs.sum);
+    mx.clear();
+    mx.resize(qb, f32::NEG_INFINITY);
+    sum.clear();
+    sum.resize(qb, 0.0);
     if !EMUL {
         // SAFETY: the caller's contract for AMX.
         unsafe { super::amx::load_config() };
@@ -184,6 +253,7 @@ unsafe fn attend_task<const EMUL: bool>(
         let nk = KBLK.min(len - k0);
         let kblocks = nk.div_ceil(T);
         // scores q kᵀ for keys k0..k0 + nk (whole blocks of 32: the padding keys are zero)
+        let t = profile::start();
         for mb in 0..mblocks {
             for cb in 0..kblocks {
                 let a = qa[mb * T * qsteps..].as_ptr().cast::<u8>();
@@ -195,7 +265,9 @@ unsafe fn attend_task<const EMUL: bool>(
                 unsafe { product::<EMUL, false>(a, lda_q, b, qsteps, c, KBLK * 4) };
             }
         }
+        profile::stop(t, 4);
         // the online softmax over this step's keys; the probabilities packed as bf16
+        let t = profile::start();
         let step = Step {
             nk,
             kblocks,
@@ -205,8 +277,10 @@ unsafe fn attend_task<const EMUL: bool>(
             scale,
             first: k0 == 0,
         };
-        softmax_step(&step, &mut sc, &mut pa, &mut mx, &mut sum, &mut o);
-        // o += p v over this step's keys, added by the unit into the outputs
+        softmax_step(&step, sc, pa, mx, sum, o);
+        profile::stop(t, 5);
+        // o (+)= p v over this step's keys, stored (first step) or added by the unit
+        let t = profile::start();
         for mb in 0..mblocks {
             for ob in 0..oblocks {
                 let a = pa[mb * T * psteps..].as_ptr().cast::<u8>();
@@ -215,9 +289,15 @@ unsafe fn attend_task<const EMUL: bool>(
                 // SAFETY: 32 rows of kblocks <= psteps steps at a (inside pa), kblocks weight
                 // steps at b (inside vp: k0 / 32 + kblocks <= lsteps), a 32 x 32 block at c with
                 // row stride ocols (inside o).
-                unsafe { product::<EMUL, true>(a, lda_p, b, kblocks, c, ocols * 4) };
+                unsafe {
+                    match k0 {
+                        0 => product::<EMUL, false>(a, lda_p, b, kblocks, c, ocols * 4),
+                        _ => product::<EMUL, true>(a, lda_p, b, kblocks, c, ocols * 4),
+                    }
+                };
             }
         }
+        profile::stop(t, 6);
         k0 += nk;
     }
     for r in 0..qb {
@@ -227,6 +307,18 @@ unsafe fn attend_task<const EMUL: bool>(
             unsafe { out.add(r * ldo + cc).write(x * inv) };
         }
     }
+}
+
+/// 16 f32 values, 64-byte aligned: the scores and outputs the unit stores (and loads) by
+/// 64-byte tile rows, each row then one cache line (a row across two lines costs two).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct F32Line([f32; 16]);
+
+/// The lines as f32 values.
+fn f32s(lines: &mut [F32Line]) -> &mut [f32] {
+    // SAFETY: `F32Line` is `repr(C)` over `[f32; 16]`, 64 bytes with no padding.
+    unsafe { std::slice::from_raw_parts_mut(lines.as_mut_ptr().cast::<f32>(), lines.len() * 16) }
 }
 
 /// One key step's shape, for [`softmax_step`].
@@ -316,6 +408,7 @@ fn softmax_rows(
     sum: &mut [f32],
     o: &mut [f32],
 ) {
+    let (mut m_rows, mut sums) = (vec![0f32; mx.len()], vec![0f32; mx.len()]);
     for r in 0..mx.len() {
         let row = &mut sc[r * KBLK..r * KBLK + st.nk];
         let (scale, m_new) = row_start(st, row, mx[r]);
@@ -337,9 +430,10 @@ fn softmax_rows(
                 tail += partial_line(line, src, scale, neg_m);
             }
         }
-        let step_sum = acc.iter().fold(0f32, |a, &b| a + b) + tail;
-        row_finish(st, r, m_new, step_sum, mx, sum, o);
+        m_rows[r] = m_new;
+        sums[r] = acc.iter().fold(0f32, |a, &b| a + b) + tail;
     }
+    finish_rows(st, &m_rows, &sums, mx, sum, o);
 }
 
 /// The start of a row's step, shared by both softmax loops: the scale to apply (a scale that is
@@ -370,28 +464,35 @@ fn partial_line(line: &mut Line, src: &[f32], scale: f32, neg_m: f32) -> f32 {
     tail
 }
 
-/// The end of a row's step, shared by both softmax loops: the running sum (and on a later
-/// step the outputs) rescaled to the new maximum, the step's sum added, the maximum kept.
+/// The end of a step, after every row, shared by both softmax loops: each row's running sum
+/// (and on a later step its outputs) rescaled to its new maximum `m_new[r]`, the step's sum
+/// `step_sum[r]` added, the maximum kept. A pass over the rows rather than a row's tail: the
+/// rescale factors, one exponential a row, then vectorise across rows.
 #[inline(always)]
-fn row_finish(
+fn finish_rows(
     st: &Step,
-    r: usize,
-    m_new: f32,
-    step_sum: f32,
+    m_new: &[f32],
+    step_sum: &[f32],
     mx: &mut [f32],
     sum: &mut [f32],
     o: &mut [f32],
 ) {
     if st.first {
-        sum[r] = step_sum;
+        sum.copy_from_slice(step_sum);
     } else {
-        let corr = super::act::exp_f32(mx[r] - m_new);
-        sum[r] = sum[r] * corr + step_sum;
-        o[r * st.ocols..r * st.ocols + st.hd]
-            .iter_mut()
-            .for_each(|x| *x *= corr);
+        let corr: Vec<f32> = mx
+            .iter()
+            .zip(m_new)
+            .map(|(&m, &n)| super::act::exp_f32(m - n))
+            .collect();
+        for (r, &c) in corr.iter().enumerate() {
+            sum[r] = sum[r] * c + step_sum[r];
+            o[r * st.ocols..r * st.ocols + st.hd]
+                .iter_mut()
+                .for_each(|x| *x *= c);
+        }
     }
-    mx[r] = m_new;
+    mx.copy_from_slice(m_new);
 }
 
 /// [`softmax_rows`] in AVX-512 intrinsics: [`exp_shifted`] on 16 lanes, op for op (fused where
@@ -419,11 +520,11 @@ unsafe fn softmax_rows_avx512(
     let (ln2_hi, ln2_lo) = (_mm512_set1_ps(EXP_LN2_HI), _mm512_set1_ps(EXP_LN2_LO));
     let coef = EXP_COEF.map(|c| _mm512_set1_ps(c));
     let p0 = _mm512_set1_ps(EXP_P0);
-    let bias = _mm512_set1_epi32(0x4B40_0000 - 127);
     // exp_shifted and bf16_bits of 16 values
     let exp16 = |x: __m512| -> (__m512, __m256i) {
         let under = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, lo);
-        let xc = _mm512_mask_blend_ps(under, x, lo);
+        // max(lo, x): lo under it, x itself when NaN (vmaxps returns its second operand)
+        let xc = _mm512_max_ps(lo, x);
         let kf = _mm512_fmadd_ps(xc, log2e, magic);
         let k = _mm512_sub_ps(kf, magic);
         let r = _mm512_fnmadd_ps(k, ln2_hi, xc);
@@ -432,17 +533,15 @@ unsafe fn softmax_rows_avx512(
         for c in coef {
             p = _mm512_fmadd_ps(p, r, c);
         }
-        // (ki + 127) << 23 with ki = bits(kf) - 0x4B40_0000
-        let two_k = _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_sub_epi32(
-            _mm512_castps_si512(kf),
-            bias,
-        )));
-        let e = _mm512_mask_blend_ps(under, _mm512_mul_ps(p, two_k), zero);
+        // p 2^k, zero under lo: k is an integer in -126..=0, so 2^k is a normal f32 and
+        // vscalefps's p 2^k is the portable loop's one rounding of p times it
+        let e = _mm512_maskz_scalef_ps(!under, p, k);
         // bf16_bits: round to nearest even, a NaN quieted (bit 6); e is never subnormal
         (e, unsafe {
             std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(e))
         })
     };
+    let (mut m_rows, mut sums) = (vec![0f32; mx.len()], vec![0f32; mx.len()]);
     for r in 0..mx.len() {
         let row = &mut sc[r * KBLK..r * KBLK + st.nk];
         let (scale, m_new) = row_start(st, row, mx[r]);
@@ -450,26 +549,27 @@ unsafe fn softmax_rows_avx512(
         let mut acc = zero;
         let mut tail = 0f32;
         let prow = &mut pa[r * st.psteps..r * st.psteps + st.kblocks];
-        for (j, line) in prow.iter_mut().enumerate() {
-            let src = &row[j * T..((j + 1) * T).min(st.nk)];
-            if src.len() == T {
-                for h in 0..2 {
-                    // SAFETY: 16 values at src[16 h..] (src holds 32); 16 u16 at line.0[16 h..].
-                    let x = unsafe { _mm512_loadu_ps(src.as_ptr().add(h * 16)) };
-                    let (e, b) = exp16(_mm512_fmadd_ps(x, vs, vnm));
-                    acc = _mm512_add_ps(acc, e);
-                    unsafe { _mm256_storeu_si256(line.0.as_mut_ptr().add(h * 16).cast(), b) };
-                }
-            } else {
-                tail += partial_line(line, src, scale, -m_new);
+        // the full lines, then the partial one (a call in the loop would spill the vectors)
+        let full = st.nk / T;
+        for (line, src) in prow[..full].iter_mut().zip(row.chunks_exact(T)) {
+            for h in 0..2 {
+                // SAFETY: 16 values at src[16 h..] (src holds 32); 16 u16 at line.0[16 h..].
+                let x = unsafe { _mm512_loadu_ps(src.as_ptr().add(h * 16)) };
+                let (e, b) = exp16(_mm512_fmadd_ps(x, vs, vnm));
+                acc = _mm512_add_ps(acc, e);
+                unsafe { _mm256_storeu_si256(line.0.as_mut_ptr().add(h * 16).cast(), b) };
             }
+        }
+        if full < st.kblocks {
+            tail = partial_line(&mut prow[full], &row[full * T..], scale, -m_new);
         }
         let mut lanes = [0f32; 16];
         // SAFETY: 16 f32 at lanes.
         unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), acc) };
-        let step_sum = lanes.iter().fold(0f32, |a, &b| a + b) + tail;
-        row_finish(st, r, m_new, step_sum, mx, sum, o);
+        m_rows[r] = m_new;
+        sums[r] = lanes.iter().fold(0f32, |a, &b| a + b) + tail;
     }
+    finish_rows(st, &m_rows, &sums, mx, sum, o);
 }
 
 /// A 32 x 32 block's sums over `steps` input steps of 32 (bf16 rows at `a`, stride `lda`

@@ -4,6 +4,7 @@ pub mod act;
 pub mod amx;
 pub mod amx_attention;
 mod amx_kernel;
+mod amx_kv;
 pub mod attention;
 pub mod dpbf16;
 pub mod gemm;
