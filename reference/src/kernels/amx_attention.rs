@@ -411,7 +411,8 @@ fn softmax_rows(
     let (mut m_rows, mut sums) = (vec![0f32; mx.len()], vec![0f32; mx.len()]);
     for r in 0..mx.len() {
         let row = &mut sc[r * KBLK..r * KBLK + st.nk];
-        let (scale, m_new) = row_start(st, row, mx[r]);
+        let scale = row_scale(st, row);
+        let m_new = mx[r].max(row_max(row) * scale);
         let neg_m = -m_new;
         let mut acc = [0f32; 16];
         let mut tail = 0f32;
@@ -431,23 +432,61 @@ fn softmax_rows(
             }
         }
         m_rows[r] = m_new;
-        sums[r] = acc.iter().fold(0f32, |a, &b| a + b) + tail;
+        sums[r] = halve(acc, |a, b| a + b) + tail;
     }
     finish_rows(st, &m_rows, &sums, mx, sum, o);
 }
 
-/// The start of a row's step, shared by both softmax loops: the scale to apply (a scale that is
-/// not positive, never the tower's head_dim^-0.5, is applied to the row first and 1 returned)
-/// and the new running maximum, the row's maximum times the scale.
+/// The start of a row's step, shared by both softmax loops: the scale to apply to its maximum
+/// and its scores (a scale that is not positive, never the tower's head_dim^-0.5, is applied
+/// to the row first and 1 returned).
 #[inline(always)]
-fn row_start(st: &Step, row: &mut [f32], mx: f32) -> (f32, f32) {
-    let scale = if st.scale > 0.0 {
+fn row_scale(st: &Step, row: &mut [f32]) -> f32 {
+    if st.scale > 0.0 {
         st.scale
     } else {
         row.iter_mut().for_each(|x| *x *= st.scale);
         1.0
-    };
-    (scale, mx.max(super::act::max_lanes(row) * scale))
+    }
+}
+
+/// The order both softmax loops reduce 16 lanes in, by `f`: lane l with lane l + 8, then
+/// with l + 4, l + 2 and l + 1 (a tree: the vector loop's reduction is four dependent steps,
+/// where one lane after another was sixteen).
+#[inline(always)]
+fn halve(mut v: [f32; 16], f: impl Fn(f32, f32) -> f32) -> f32 {
+    let mut w = 8;
+    while w > 0 {
+        for l in 0..w {
+            v[l] = f(v[l], v[l + w]);
+        }
+        w /= 2;
+    }
+    v[0]
+}
+
+/// `if a > b { a } else { b }`: the maximum that never takes a NaN `a` (vmaxps's rule).
+#[inline(always)]
+fn max_of(a: f32, b: f32) -> f32 {
+    if a > b { a } else { b }
+}
+
+/// A row's maximum (NaNs never taken; -inf for no values): 16 lanes over the whole 16s,
+/// [`halve`]d, then the rest in order.
+#[inline(always)]
+fn row_max(row: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; 16];
+    let mut chunks = row.chunks_exact(16);
+    for c in &mut chunks {
+        for l in 0..16 {
+            acc[l] = max_of(c[l], acc[l]);
+        }
+    }
+    let mut m = halve(acc, max_of);
+    for &v in chunks.remainder() {
+        m = max_of(v, m);
+    }
+    m
 }
 
 /// A row's last, partial line of keys: each probability by [`exp_shifted`], written as bf16,
@@ -541,17 +580,56 @@ unsafe fn softmax_rows_avx512(
             std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(e))
         })
     };
+    // the halving of 16 lanes by `$op` (`_mm256_$op`, `_mm_$op`), as [`halve`]
+    macro_rules! halve16 {
+        ($v:expr, $op256:ident, $op128:ident, $op_ss:ident) => {{
+            let v = $v;
+            let lo8 = _mm512_castps512_ps256(v);
+            let hi8 = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+            let v8 = $op256(lo8, hi8);
+            let v4 = $op128(_mm256_castps256_ps128(v8), _mm256_extractf128_ps::<1>(v8));
+            let v2 = $op128(v4, _mm_movehl_ps(v4, v4));
+            _mm_cvtss_f32($op_ss(v2, _mm_shuffle_ps::<0b01>(v2, v2)))
+        }};
+    }
     let (mut m_rows, mut sums) = (vec![0f32; mx.len()], vec![0f32; mx.len()]);
     for r in 0..mx.len() {
         let row = &mut sc[r * KBLK..r * KBLK + st.nk];
-        let (scale, m_new) = row_start(st, row, mx[r]);
+        let scale = row_scale(st, row);
+        // row_max: vmaxps(x, acc) is `if x > acc { x } else { acc }`, as are the halving's
+        let mut macc = _mm512_set1_ps(f32::NEG_INFINITY);
+        let mut chunks = row.chunks_exact(16);
+        for c in &mut chunks {
+            // SAFETY: 16 values at c.
+            macc = _mm512_max_ps(unsafe { _mm512_loadu_ps(c.as_ptr()) }, macc);
+        }
+        let mut rmax = halve16!(macc, _mm256_max_ps, _mm_max_ps, _mm_max_ss);
+        for &v in chunks.remainder() {
+            rmax = max_of(v, rmax);
+        }
+        let m_new = mx[r].max(rmax * scale);
         let (vs, vnm) = (_mm512_set1_ps(scale), _mm512_set1_ps(-m_new));
         let mut acc = zero;
         let mut tail = 0f32;
         let prow = &mut pa[r * st.psteps..r * st.psteps + st.kblocks];
-        // the full lines, then the partial one (a call in the loop would spill the vectors)
+        // the full lines two at a time (four independent exponentials), then the odd one, then
+        // the partial one (a call in the loop would spill the vectors); sums in line order
         let full = st.nk / T;
-        for (line, src) in prow[..full].iter_mut().zip(row.chunks_exact(T)) {
+        let (pairs, odd) = prow[..full].split_at_mut(full / 2 * 2);
+        for (lines, src) in pairs.chunks_exact_mut(2).zip(row.chunks_exact(2 * T)) {
+            // SAFETY: 64 values at src, 4 x 16 u16 in the two lines.
+            let x: [__m512; 4] = std::array::from_fn(|i| unsafe {
+                _mm512_fmadd_ps(_mm512_loadu_ps(src.as_ptr().add(i * 16)), vs, vnm)
+            });
+            let e = x.map(exp16);
+            for (i, (e, b)) in e.into_iter().enumerate() {
+                acc = _mm512_add_ps(acc, e);
+                let at = lines[i / 2].0[i % 2 * 16..].as_mut_ptr();
+                unsafe { _mm256_storeu_si256(at.cast(), b) };
+            }
+        }
+        if let Some(line) = odd.first_mut() {
+            let src = &row[(full - 1) * T..full * T];
             for h in 0..2 {
                 // SAFETY: 16 values at src[16 h..] (src holds 32); 16 u16 at line.0[16 h..].
                 let x = unsafe { _mm512_loadu_ps(src.as_ptr().add(h * 16)) };
@@ -563,11 +641,8 @@ unsafe fn softmax_rows_avx512(
         if full < st.kblocks {
             tail = partial_line(&mut prow[full], &row[full * T..], scale, -m_new);
         }
-        let mut lanes = [0f32; 16];
-        // SAFETY: 16 f32 at lanes.
-        unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), acc) };
         m_rows[r] = m_new;
-        sums[r] = lanes.iter().fold(0f32, |a, &b| a + b) + tail;
+        sums[r] = halve16!(acc, _mm256_add_ps, _mm_add_ps, _mm_add_ss) + tail;
     }
     finish_rows(st, &m_rows, &sums, mx, sum, o);
 }
