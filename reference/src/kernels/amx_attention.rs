@@ -153,7 +153,9 @@ fn run<const EMUL: bool>(
             .binary_search(&(h, g))
             .expect("every long (head, segment) was packed");
         let (kp, vp) = (values(&packs[p].0), values(&packs[p].1));
-        unsafe { attend_task::<EMUL>(qs, kp, vp, s1 - s0, hd, scale, at, d) };
+        TASK_BUFFERS.with_borrow_mut(|bufs| unsafe {
+            attend_task::<EMUL>(qs, kp, vp, s1 - s0, hd, scale, at, d, bufs)
+        });
     });
     KV_BUFFERS.set(packs);
     // SAFETY: every value of y was written above (the tasks cover all n rows of every head).
@@ -161,33 +163,9 @@ fn run<const EMUL: bool>(
     Array2::from_shape_vec((n, d), y).expect("n x d values")
 }
 
-/// One task: the queries `q` `[qb, hd]` of one head against its segment's packed keys `kp` and
-/// values `vp` (`len` tokens), the output row i written at `out + i * ldo` (hd values).
-///
-/// # Safety
-/// `out + i * ldo .. + hd` valid for writes for every query row i and touched by no one else;
-/// unless `EMUL`, AMX available with the tile state granted.
-#[allow(clippy::too_many_arguments)]
-unsafe fn attend_task<const EMUL: bool>(
-    q: ArrayView2<f32>,
-    kp: &[u16],
-    vp: &[u16],
-    len: usize,
-    hd: usize,
-    scale: f32,
-    out: *mut f32,
-    ldo: usize,
-) {
-    TASK_BUFFERS.with_borrow_mut(|bufs| {
-        // SAFETY: the caller's contract.
-        unsafe { attend_with::<EMUL>(q, kp, vp, len, hd, scale, out, ldo, bufs) }
-    })
-}
-
 /// A task's buffers, kept by each thread between tasks and calls: fresh ones cost a page fault
-/// a 4 KiB page at first touch (~220 KiB a task of 128 queries). Sized by
-/// [`attend_with`]; what a task reads it has written, but for the probabilities' padding rows,
-/// which it zeroes.
+/// a 4 KiB page at first touch (~220 KiB a task of 128 queries). Sized by [`attend_task`];
+/// what a task reads it has written, but for the probabilities' padding rows, which it zeroes.
 #[derive(Default)]
 struct TaskBuffers {
     qa: Vec<Line>,
@@ -203,12 +181,15 @@ thread_local! {
         std::cell::RefCell::new(TaskBuffers::default());
 }
 
-/// [`attend_task`] in the thread's buffers.
+/// One task: the queries `q` `[qb, hd]` of one head against its segment's packed keys `kp` and
+/// values `vp` (`len` tokens), the output row i written at `out + i * ldo` (hd values), in the
+/// thread's buffers `bufs`.
 ///
 /// # Safety
-/// As [`attend_task`]'s.
+/// `out + i * ldo .. + hd` valid for writes for every query row i and touched by no one else;
+/// unless `EMUL`, AMX available with the tile state granted.
 #[allow(clippy::too_many_arguments)]
-unsafe fn attend_with<const EMUL: bool>(
+unsafe fn attend_task<const EMUL: bool>(
     q: ArrayView2<f32>,
     kp: &[u16],
     vp: &[u16],
