@@ -15,7 +15,7 @@
 //! from 0.95 to 1.01 of the bf16 tolerance).
 
 use super::amx::{Line, bf16_bits, profile};
-use super::amx_kv::{pack_keys, pack_queries, pack_values, values};
+use super::amx_kv::{key_lines, pack_kv_block, pack_queries, value_lines, values};
 use super::attention::{SHORT, attend_short};
 use super::team;
 use ndarray::{Array2, ArrayView2, s};
@@ -102,17 +102,38 @@ fn run<const EMUL: bool>(
         .filter(|&(_, g)| segs[g].1 - segs[g].0 > SHORT)
         .collect();
     // in this thread's buffers, kept between calls (fresh ones cost page faults: 4 MiB a
-    // layer at 1024 tokens)
+    // layer at 1024 tokens), each sized for its segment (each block zeroes and writes its
+    // own lines), packed by blocks of 32 keys over all heads
     let mut packs = KV_BUFFERS.take();
     packs.resize_with(long.len(), Default::default);
-    team::for_each_chunk_mut(&mut packs[..long.len()], 1, |i, slot| {
-        let t = profile::start();
-        let (h, g) = long[i];
+    let mut addrs = vec![(0usize, 0usize); long.len()];
+    for ((slot, addr), &(_, g)) in packs.iter_mut().zip(&mut addrs).zip(&long) {
+        let len = segs[g].1 - segs[g].0;
+        slot.0.resize(key_lines(len, hd), Line([0; 32]));
+        slot.1.resize(value_lines(len, hd), Line([0; 32]));
+        *addr = (slot.0.as_mut_ptr() as usize, slot.1.as_mut_ptr() as usize);
+    }
+    let blocks: Vec<(usize, usize)> = (0..segs.len())
+        .filter(|&g| segs[g].1 - segs[g].0 > SHORT)
+        .flat_map(|g| (0..(segs[g].1 - segs[g].0).div_ceil(T)).map(move |b| (g, b)))
+        .collect();
+    team::for_each(blocks.len(), |t| {
+        let time = profile::start();
+        let (g, b) = blocks[t];
         let (s0, s1) = segs[g];
-        let cols = s![s0..s1, h * hd..(h + 1) * hd];
-        pack_keys(k.slice(cols), &mut slot[0].0);
-        pack_values(v.slice(cols), &mut slot[0].1);
-        profile::stop(t, 3);
+        let at = |h: usize| {
+            long.binary_search(&(h, g))
+                .map(|i| addrs[i])
+                .expect("every long (head, segment) has buffers")
+        };
+        let kout: Vec<*mut Line> = (0..heads).map(|h| at(h).0 as *mut Line).collect();
+        let vout: Vec<*mut Line> = (0..heads).map(|h| at(h).1 as *mut Line).collect();
+        let rows = s![s0..s1, ..];
+        // SAFETY: each head's buffers were sized above for this segment and are not moved
+        // while the loop runs; each (segment, block) is one task, so block b's lines are
+        // written by this task alone.
+        unsafe { pack_kv_block(k.slice(rows), v.slice(rows), heads, b, &kout, &vout) };
+        profile::stop(time, 3);
     });
     // tasks: (head, segment, first query, end), covering every (token, head) once
     let mut tasks = Vec::new();
