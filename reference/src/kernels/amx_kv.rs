@@ -40,7 +40,8 @@ pub(super) fn value_lines(keys: usize, hd: usize) -> usize {
 /// block's lines of each, zeroed, then written; zero past `len` and `hd`. The block's rows
 /// serve every head while they are in cache: a head at a time over the whole segment read a
 /// 256-byte slice of every 4 KiB row, and 16 heads x 5184 keys took 41-43 ms on this VM (2
-/// threads) where 1024 keys took 2.6; by blocks 7.6-9.0 and 1.6-1.8 ms.
+/// threads) where 1024 keys took 2.6; by blocks 7.6-9.0 and 1.6-1.8 ms. On the GPU machine's
+/// Xeon (thread-summed) 41-45 -> 31-39 ms at 5184 keys, 1024 keys unchanged (5.3-8.1 ms).
 ///
 /// # Safety
 /// `kout[h]` valid for `key_lines(len, hd)` lines and `vout[h]` for `value_lines(len, hd)`,
