@@ -15,7 +15,9 @@
 //! block kernel alone over data resident in L1, L2 or memory (`kernels::amx::block_gflops`).
 //! `GLM5V_AB_AMX=grouped:t1,pipelined:first:4,...` alternates the AMX kernel's settings (the
 //! one-part step, the weight prefetch, the L1 prefetch distance) in one process: probe lines,
-//! GEMM lines (medians over turns) and forwards for each.
+//! GEMM lines (medians over turns) and forwards for each. `GLM5V_AMX_PROFILE=1` splits the
+//! GEMM lines' and the bf16 attention lines' time; `GLM5V_ATTN_ONLY=1` prints the bf16
+//! attention lines alone (with AMX; no weights built).
 
 use glm5v_reference::kernels::amx::{Order, Step, profile, set_for_measuring};
 use glm5v_reference::kernels::amx_attention;
