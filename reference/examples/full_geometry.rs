@@ -115,6 +115,10 @@ impl AmxSetting {
 /// The bf16 mode's attention on the unit at 1024 and 5184 tokens (16 heads of `d / 16`):
 /// time and GFLOP/s, and with `GLM5V_AMX_PROFILE=1` where the time goes.
 fn amx_attention_lines(d: usize) {
+    if !amx_attention::enabled() {
+        println!("amx attention: not timed (no AMX here, or GLM5V_CPU_AMX_ATTN=0)");
+        return;
+    }
     for n in [1024, 5184] {
         let q = Array2::from_shape_fn((n, d), |(i, j)| hash01(4, i * d + j));
         let k = Array2::from_shape_fn((n, d), |(i, j)| hash01(5, i * d + j));
@@ -133,7 +137,7 @@ fn amx_attention_lines(d: usize) {
             s * 1e3,
             4.0 * (n * n * d) as f64 / s / 1e9
         );
-        if std::env::var("GLM5V_AMX_PROFILE").as_deref() == Ok("1") {
+        if profile::on() {
             let p = profile::take().map(|v| v * 1e3 / reps as f64);
             println!(
                 "profile amx attention {n}: ms a call (thread-summed): pack K,V {:.2}, \
@@ -369,7 +373,7 @@ fn main() {
                         }
                     }
                 }
-                if std::env::var("GLM5V_AMX_PROFILE").as_deref() == Ok("1") {
+                if profile::on() {
                     let calls = reps.max(6) as f64;
                     let mut line = format!(
                         "profile {m:5} x {k:5} x {n:5} ms a call (thread-summed): pack/kernel/adds"

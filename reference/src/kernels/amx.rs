@@ -494,7 +494,8 @@ pub mod profile {
     static ON: AtomicU8 = AtomicU8::new(0);
     static NS: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
 
-    fn on() -> bool {
+    /// Whether `GLM5V_AMX_PROFILE=1` turned the profile on (read once).
+    pub fn on() -> bool {
         match ON.load(Relaxed) {
             0 => {
                 let on = std::env::var("GLM5V_AMX_PROFILE").as_deref() == Ok("1");
