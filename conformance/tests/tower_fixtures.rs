@@ -201,11 +201,23 @@ fn altered_f64() {
     committed("altered", Prec::F64);
 }
 
+/// Segments of 288 and 144 tokens: the attention's long path (and the AMX one where the CPU has
+/// AMX), which no other fixture reaches (their segments are at most 128 tokens).
+#[test]
+fn long_f32() {
+    committed("long", Prec::F32);
+}
+
+#[test]
+fn long_f64() {
+    committed("long", Prec::F64);
+}
+
 /// The committed synth checkpoints are what `synth` makes today from their recipe, and their
 /// content hash is the one recorded (so a synth change cannot silently drift from the fixtures).
 #[test]
 fn committed_checkpoints_match_their_synth_recipe() {
-    for name in ["tiny", "altered"] {
+    for name in ["tiny", "altered", "long"] {
         let fx = fixture_json(name);
         let ck = &fx["checkpoint"];
         let dir = set_dir().join(ck["dir"].as_str().unwrap());
