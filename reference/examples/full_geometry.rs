@@ -16,8 +16,8 @@
 //! `GLM5V_AB_AMX=grouped:t1,pipelined:first:4,...` alternates the AMX kernel's settings (the
 //! one-part step, the weight prefetch, the L1 prefetch distance) in one process: probe lines,
 //! GEMM lines (medians over turns) and forwards for each. `GLM5V_AMX_PROFILE=1` splits the
-//! GEMM lines' and the bf16 attention lines' time; `GLM5V_ATTN_ONLY=1` prints the bf16
-//! attention lines alone (with AMX; no weights built).
+//! GEMM lines' and the bf16 attention lines' time; `GLM5V_ATTN_ONLY=1` prints the attention
+//! lines alone (f32 at 1024 and 5184 tokens, and bf16's where there is AMX; no weights built).
 
 use glm5v_reference::kernels::amx::{Order, Step, profile, set_for_measuring};
 use glm5v_reference::kernels::amx_attention;
@@ -112,6 +112,29 @@ impl AmxSetting {
     }
 }
 
+/// The f32 attention (`kernels::attention`, the f32 mode's) on one segment of each of `lens`
+/// tokens, 16 heads of `d / 16`: time and GFLOP/s.
+fn f32_attention_lines(d: usize, lens: &[usize]) {
+    for &n in lens {
+        let q = Array2::from_shape_fn((n, d), |(i, j)| hash01(4, i * d + j));
+        let k = Array2::from_shape_fn((n, d), |(i, j)| hash01(5, i * d + j));
+        let v = Array2::from_shape_fn((n, d), |(i, j)| hash01(6, i * d + j));
+        let run = || attention(q.view(), k.view(), v.view(), &[0, n], 16, 0.125f32);
+        let _ = run();
+        let reps = if n > 2048 { 2 } else { 5 };
+        let t = Instant::now();
+        for _ in 0..reps {
+            std::hint::black_box(run());
+        }
+        let s = t.elapsed().as_secs_f64() / reps as f64;
+        println!(
+            "attention {n} tokens x 16 heads: {:.1} ms, {:.1} GFLOP/s",
+            s * 1e3,
+            4.0 * (n * n * d) as f64 / s / 1e9
+        );
+    }
+}
+
 /// The bf16 mode's attention on the unit at 1024 and 5184 tokens (16 heads of `d / 16`):
 /// time and GFLOP/s, and with `GLM5V_AMX_PROFILE=1` where the time goes.
 fn amx_attention_lines(d: usize) {
@@ -164,13 +187,18 @@ fn main() {
         vec![8, 32]
     };
     let cfg = VisionConfig::glm53_flash();
-    // GLM5V_ATTN_ONLY=1: the bf16 attention lines alone (no weights built)
+    // GLM5V_ATTN_ONLY=1: the attention lines alone (no weights built)
     if std::env::var("GLM5V_ATTN_ONLY").as_deref() == Ok("1") {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
             .expect("a thread pool");
-        pool.install(|| team::with_team(|| amx_attention_lines(cfg.hidden_size)));
+        pool.install(|| {
+            team::with_team(|| {
+                f32_attention_lines(cfg.hidden_size, &[1024, 5184]);
+                amx_attention_lines(cfg.hidden_size)
+            })
+        });
         return;
     }
 
@@ -438,31 +466,10 @@ fn main() {
         if !micro {
             return;
         }
-        let (n, d) = (1024, 1024);
-        let q = Array2::from_shape_fn((n, d), |(i, j)| hash01(4, i * d + j));
-        let k = Array2::from_shape_fn((n, d), |(i, j)| hash01(5, i * d + j));
-        let v = Array2::from_shape_fn((n, d), |(i, j)| hash01(6, i * d + j));
-        let _ = attention(q.view(), k.view(), v.view(), &[0, n], 16, 0.125f32);
-        let t = Instant::now();
-        for _ in 0..5 {
-            std::hint::black_box(attention(
-                q.view(),
-                k.view(),
-                v.view(),
-                &[0, n],
-                16,
-                0.125f32,
-            ));
-        }
-        let s = t.elapsed().as_secs_f64() / 5.0;
-        println!(
-            "attention 1024 tokens x 16 heads: {:.1} ms, {:.1} GFLOP/s",
-            s * 1e3,
-            4.0 * (n * n * d) as f64 / s / 1e9
-        );
+        f32_attention_lines(1024, &[1024]);
         // the bf16 mode's attention on the unit, where it runs
         if bf16 && amx_attention::enabled() {
-            amx_attention_lines(d);
+            amx_attention_lines(1024);
         }
     });
 

@@ -411,6 +411,15 @@ unsafe fn transpose16(src: &[*const f32; 16], c0: usize, out: *mut f32, ld: usiz
 const QR: usize = 4;
 
 /// One query block against one segment's keys: `out` `[qb, hd]` = softmax(scale q kᵀ) v.
+///
+/// Both products go through the `gemm` crate (perf on the 2-core VM, 1024 tokens x 16 heads:
+/// 61% of the time in its kernel, 15% in its packing, 15% in the exponentials). An AVX-512
+/// kernel of our own for the f32 mode (kᵀ transposed once a key block, 8 x 32 score tiles and
+/// 6 x 64 output tiles in registers, the outputs rescaled and accumulated in place, no
+/// packing) measured no faster on the GPU machine's Xeon, the two taking turns three times in
+/// one call (`GLM5V_ATTN_ONLY=1 full_geometry 2` against `GLM5V_CPU_ISA=generic`): 1024 tokens
+/// 30.6-41.1 ms against 32.0-36.6, 5184 tokens 794-1078 ms against 782-897; on the VM 28.4
+/// against 30.6-32.0 ms (1024). It was not kept.
 fn attend_block<F: Real>(
     q: ArrayView2<F>,
     k: ArrayView2<F>,
