@@ -12,6 +12,7 @@
 pub mod cudnn;
 pub mod device;
 pub mod error;
+mod half_bounds;
 pub mod tower;
 
 pub use device::{DeviceInfo, compile_kernels, device_available, kernel_source, nvrtc_available};
