@@ -25,7 +25,7 @@ use glm5v_reference::kernels::attention::attention;
 use glm5v_reference::kernels::gemm::{LinearWeight, Par, SKINNY_MAX_ROWS, matmul_into};
 use glm5v_reference::kernels::team;
 use glm5v_reference::{CpuTower, Embedder, Threads, TowerWeights, VisionConfig};
-use ndarray::Array2;
+use ndarray::{Array2, ArrayView2};
 use rayon::prelude::*;
 use std::time::Instant;
 
@@ -112,25 +112,45 @@ impl AmxSetting {
     }
 }
 
+/// Seconds a call of `f` takes on q, k and v of one segment of `n` tokens (`d` wide, 16 heads),
+/// after one warm-up call and `warm` (2 calls past 2048 tokens, else 5), and the calls timed;
+/// prints the line `{what} {n} tokens x 16 heads: ms, GFLOP/s`.
+fn time_attention(
+    what: &str,
+    n: usize,
+    d: usize,
+    f: impl Fn(ArrayView2<f32>, ArrayView2<f32>, ArrayView2<f32>) -> Array2<f32>,
+    warm: impl FnOnce(),
+) -> (f64, usize) {
+    let q = Array2::from_shape_fn((n, d), |(i, j)| hash01(4, i * d + j));
+    let k = Array2::from_shape_fn((n, d), |(i, j)| hash01(5, i * d + j));
+    let v = Array2::from_shape_fn((n, d), |(i, j)| hash01(6, i * d + j));
+    let _ = f(q.view(), k.view(), v.view());
+    warm();
+    let reps = if n > 2048 { 2 } else { 5 };
+    let t = Instant::now();
+    for _ in 0..reps {
+        std::hint::black_box(f(q.view(), k.view(), v.view()));
+    }
+    let s = t.elapsed().as_secs_f64() / reps as f64;
+    println!(
+        "{what} {n} tokens x 16 heads: {:.1} ms, {:.1} GFLOP/s",
+        s * 1e3,
+        4.0 * (n * n * d) as f64 / s / 1e9
+    );
+    (s, reps)
+}
+
 /// The f32 attention (`kernels::attention`, the f32 mode's) on one segment of each of `lens`
 /// tokens, 16 heads of `d / 16`: time and GFLOP/s.
 fn f32_attention_lines(d: usize, lens: &[usize]) {
     for &n in lens {
-        let q = Array2::from_shape_fn((n, d), |(i, j)| hash01(4, i * d + j));
-        let k = Array2::from_shape_fn((n, d), |(i, j)| hash01(5, i * d + j));
-        let v = Array2::from_shape_fn((n, d), |(i, j)| hash01(6, i * d + j));
-        let run = || attention(q.view(), k.view(), v.view(), &[0, n], 16, 0.125f32);
-        let _ = run();
-        let reps = if n > 2048 { 2 } else { 5 };
-        let t = Instant::now();
-        for _ in 0..reps {
-            std::hint::black_box(run());
-        }
-        let s = t.elapsed().as_secs_f64() / reps as f64;
-        println!(
-            "attention {n} tokens x 16 heads: {:.1} ms, {:.1} GFLOP/s",
-            s * 1e3,
-            4.0 * (n * n * d) as f64 / s / 1e9
+        time_attention(
+            "attention",
+            n,
+            d,
+            |q, k, v| attention(q, k, v, &[0, n], 16, 0.125f32),
+            || {},
         );
     }
 }
@@ -143,22 +163,14 @@ fn amx_attention_lines(d: usize) {
         return;
     }
     for n in [1024, 5184] {
-        let q = Array2::from_shape_fn((n, d), |(i, j)| hash01(4, i * d + j));
-        let k = Array2::from_shape_fn((n, d), |(i, j)| hash01(5, i * d + j));
-        let v = Array2::from_shape_fn((n, d), |(i, j)| hash01(6, i * d + j));
-        let run = || amx_attention::attention(q.view(), k.view(), v.view(), &[0, n], 16, 0.125);
-        let _ = run();
-        profile::take();
-        let reps = if n > 2048 { 2 } else { 5 };
-        let t = Instant::now();
-        for _ in 0..reps {
-            std::hint::black_box(run());
-        }
-        let s = t.elapsed().as_secs_f64() / reps as f64;
-        println!(
-            "amx attention {n} tokens x 16 heads: {:.1} ms, {:.1} GFLOP/s",
-            s * 1e3,
-            4.0 * (n * n * d) as f64 / s / 1e9
+        let (s, reps) = time_attention(
+            "amx attention",
+            n,
+            d,
+            |q, k, v| amx_attention::attention(q, k, v, &[0, n], 16, 0.125),
+            || {
+                profile::take();
+            },
         );
         if profile::on() {
             let p = profile::take().map(|v| v * 1e3 / reps as f64);
