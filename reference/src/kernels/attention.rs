@@ -419,7 +419,11 @@ const QR: usize = 4;
 /// packing) measured no faster on the GPU machine's Xeon, the two taking turns three times in
 /// one call (`GLM5V_ATTN_ONLY=1 full_geometry 2` against `GLM5V_CPU_ISA=generic`): 1024 tokens
 /// 30.6-41.1 ms against 32.0-36.6, 5184 tokens 794-1078 ms against 782-897; on the VM 28.4
-/// against 30.6-32.0 ms (1024). It was not kept.
+/// against 30.6-32.0 ms (1024). Again with q and each key block's v copied into contiguous
+/// rows (a head's slices of `[tokens, heads x head_dim]` lie a multiple of 4 KiB apart, in the
+/// same few L1 sets) and the softmax's exponentials four lane groups at a time (the same bits),
+/// against this path, four turns each: 1024 tokens 22.0-29.5 ms against 23.7-25.9, 5184 tokens
+/// 581-646 against 592-705. Neither was kept.
 fn attend_block<F: Real>(
     q: ArrayView2<F>,
     k: ArrayView2<F>,
