@@ -195,6 +195,7 @@ struct TaskBuffers {
     o: Vec<F32Line>,
     mx: Vec<f32>,
     sum: Vec<f32>,
+    scratch: Vec<f32>,
 }
 
 thread_local! {
@@ -279,7 +280,7 @@ unsafe fn attend_task<const EMUL: bool>(
             scale,
             first: k0 == 0,
         };
-        softmax_step(&step, sc, pa, mx, sum, o);
+        softmax_step(&step, sc, pa, mx, sum, o, &mut bufs.scratch);
         profile::stop(t, 5);
         // o (+)= p v over this step's keys, stored (first step) or added by the unit
         let t = profile::start();
@@ -350,15 +351,16 @@ fn softmax_step(
     mx: &mut [f32],
     sum: &mut [f32],
     o: &mut [f32],
+    scratch: &mut Vec<f32>,
 ) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f")
         && std::arch::is_x86_feature_detected!("avx512bf16")
     {
         // SAFETY: AVX-512F and AVX512-BF16 detected at run time.
-        return unsafe { softmax_rows_avx512(st, sc, pa, mx, sum, o) };
+        return unsafe { softmax_rows_avx512(st, sc, pa, mx, sum, o, scratch) };
     }
-    softmax_rows(st, sc, pa, mx, sum, o)
+    softmax_rows(st, sc, pa, mx, sum, o, scratch)
 }
 
 /// Below this a shifted score's exponential is 0 here: at and above it every result is a normal
@@ -409,8 +411,9 @@ fn softmax_rows(
     mx: &mut [f32],
     sum: &mut [f32],
     o: &mut [f32],
+    scratch: &mut Vec<f32>,
 ) {
-    let (mut m_rows, mut sums) = (vec![0f32; mx.len()], vec![0f32; mx.len()]);
+    let (m_rows, sums) = step_rows(scratch, mx.len());
     for r in 0..mx.len() {
         let row = &mut sc[r * KBLK..r * KBLK + st.nk];
         let scale = row_scale(st, row);
@@ -436,7 +439,7 @@ fn softmax_rows(
         m_rows[r] = m_new;
         sums[r] = halve(acc, |a, b| a + b) + tail;
     }
-    finish_rows(st, &m_rows, &sums, mx, sum, o);
+    finish_rows(st, m_rows, sums, mx, sum, o);
 }
 
 /// The start of a row's step, shared by both softmax loops: the scale to apply to its maximum
@@ -505,6 +508,14 @@ fn partial_line(line: &mut Line, src: &[f32], scale: f32, neg_m: f32) -> f32 {
     tail
 }
 
+/// A step's new maxima and sums, one per row, in the task's `scratch` (`2 * rows`
+/// values, kept between steps: no allocation a step).
+#[inline(always)]
+fn step_rows(scratch: &mut Vec<f32>, rows: usize) -> (&mut [f32], &mut [f32]) {
+    scratch.resize(2 * rows, 0.0);
+    scratch.split_at_mut(rows)
+}
+
 /// The end of a step, after every row, shared by both softmax loops: each row's running sum
 /// (and on a later step its outputs) rescaled to its new maximum `m_new[r]`, the step's sum
 /// `step_sum[r]` added, the maximum kept. A pass over the rows rather than a row's tail: the
@@ -521,12 +532,11 @@ fn finish_rows(
     if st.first {
         sum.copy_from_slice(step_sum);
     } else {
-        let corr: Vec<f32> = mx
-            .iter()
-            .zip(m_new)
-            .map(|(&m, &n)| super::act::exp_f32(m - n))
-            .collect();
-        for (r, &c) in corr.iter().enumerate() {
+        // the rescale factors where the old maxima were (replaced by the new ones below)
+        for (m, &n) in mx.iter_mut().zip(m_new) {
+            *m = super::act::exp_f32(*m - n);
+        }
+        for (r, &c) in mx.iter().enumerate() {
             sum[r] = sum[r] * c + step_sum[r];
             o[r * st.ocols..r * st.ocols + st.hd]
                 .iter_mut()
@@ -552,6 +562,7 @@ unsafe fn softmax_rows_avx512(
     mx: &mut [f32],
     sum: &mut [f32],
     o: &mut [f32],
+    scratch: &mut Vec<f32>,
 ) {
     use std::arch::x86_64::*;
     let lo = _mm512_set1_ps(EXP_LO);
@@ -594,7 +605,7 @@ unsafe fn softmax_rows_avx512(
             _mm_cvtss_f32($op_ss(v2, _mm_shuffle_ps::<0b01>(v2, v2)))
         }};
     }
-    let (mut m_rows, mut sums) = (vec![0f32; mx.len()], vec![0f32; mx.len()]);
+    let (m_rows, sums) = step_rows(scratch, mx.len());
     for r in 0..mx.len() {
         let row = &mut sc[r * KBLK..r * KBLK + st.nk];
         let scale = row_scale(st, row);
@@ -646,7 +657,7 @@ unsafe fn softmax_rows_avx512(
         m_rows[r] = m_new;
         sums[r] = halve16!(acc, _mm256_add_ps, _mm_add_ps, _mm_add_ss) + tail;
     }
-    finish_rows(st, &m_rows, &sums, mx, sum, o);
+    finish_rows(st, m_rows, sums, mx, sum, o);
 }
 
 /// A 32 x 32 block's sums over `steps` input steps of 32 (bf16 rows at `a`, stride `lda`
@@ -854,6 +865,7 @@ mod tests {
                     let mut pa = vec![Line([7; 32]); rows * psteps];
                     let mut mx: Vec<f32> = (0..qb).map(|r| r as f32 * 0.5 - 3.0).collect();
                     let mut sum: Vec<f32> = (0..qb).map(|r| 1.0 + r as f32).collect();
+                    let mut step = vec![f32::NAN; 5]; // reused and resized, as a task's
                     for first in [true, false] {
                         let st = Step {
                             nk,
@@ -868,11 +880,13 @@ mod tests {
                             // SAFETY: AVX-512F and AVX512-BF16 detected above.
                             unsafe {
                                 softmax_rows_avx512(
-                                    &st, &mut sc, &mut pa, &mut mx, &mut sum, &mut o,
+                                    &st, &mut sc, &mut pa, &mut mx, &mut sum, &mut o, &mut step,
                                 )
                             };
                         } else {
-                            softmax_rows(&st, &mut sc, &mut pa, &mut mx, &mut sum, &mut o);
+                            softmax_rows(
+                                &st, &mut sc, &mut pa, &mut mx, &mut sum, &mut o, &mut step,
+                            );
                         }
                     }
                     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
