@@ -127,7 +127,7 @@ fn prep_with_a_truncated_image_writes_nothing() {
 /// An AVIF whose AV1 stream makes the decoder panic (fuzz finding F9's file) is a corrupt image:
 /// exit 2 naming the file, and no panic message on stderr (prep catches the decoder's panics,
 /// and the CLI's panic hook leaves those unprinted; before, "thread panicked at
-/// prep/rav1d/src/decode.rs" came first).
+/// third_party/rav1d/src/decode.rs" came first).
 #[test]
 fn prep_with_an_av1_stream_the_decoder_panics_on_is_corrupt_without_a_panic_message() {
     let c = Case::new();

@@ -1,4 +1,4 @@
-//! Compiles libtiff 4.7.2 (`libtiff/`, from the `libtiff-sys` 0.2.0 crate's copy of the libtiff
+//! Compiles libtiff 4.7.2 (`third_party/libtiff/`, from the `libtiff-sys` 0.2.0 crate's copy of the libtiff
 //! release; `config/` holds the configuration headers CMake would generate on Linux) and
 //! `src/glue.c` into one static library. JPEG, zlib and liblzma come from `mozjpeg-sys`,
 //! `libz-sys` and `lzma-sys`, each built from its crate's bundled sources: their include
@@ -50,8 +50,10 @@ const SOURCES: &[&str] = &[
 
 fn main() {
     let root = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    // libtiff's own sources live apart from ours (third_party/libtiff/VENDORED.md).
+    let libtiff = root.join("../../third_party/libtiff");
     let mut b = cc::Build::new();
-    b.include(root.join("config")).include(root.join("libtiff"));
+    b.include(root.join("config")).include(&libtiff);
     for var in ["DEP_JPEG_INCLUDE", "DEP_Z_INCLUDE", "DEP_LZMA_INCLUDE"] {
         let paths = env::var_os(var).unwrap_or_else(|| panic!("{var} is not set"));
         for p in env::split_paths(&paths) {
@@ -61,11 +63,11 @@ fn main() {
     // lzma-sys builds liblzma statically: its header must not ask for dllimport.
     b.define("LZMA_API_STATIC", None);
     for s in SOURCES {
-        b.file(root.join("libtiff").join(s));
+        b.file(libtiff.join(s));
     }
     b.file(root.join("src/glue.c"));
     b.warnings(false).compile("glm5v_tiff");
-    println!("cargo:rerun-if-changed=libtiff");
+    println!("cargo:rerun-if-changed=../../third_party/libtiff");
     println!("cargo:rerun-if-changed=config");
     println!("cargo:rerun-if-changed=src/glue.c");
 }

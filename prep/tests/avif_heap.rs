@@ -3,7 +3,7 @@
 //! 1 KiB. Finding F8 (LeakSanitizer, the `formats` fuzz target): rav1d 1.1.0's
 //! `dav1d_picture_unref` and `dav1d_get_picture` left a freshly allocated `Arc` (48 bytes) in
 //! every picture they released or did not fill, so each decoded AV1 frame leaked it
-//! (`prep/rav1d/VENDORED.md`, change 5); before the fix this test saw 15,360 bytes grow over
+//! (`third_party/rav1d/VENDORED.md`, change 5); before the fix this test saw 15,360 bytes grow over
 //! the 40 rounds (384 a round: 48 bytes for each of the eight AV1 frames).
 //! Its own test binary, its tests one at a time: the counting allocator sees only them.
 

@@ -187,7 +187,7 @@ fn libavif_test_files_decode_as_upstream_or_fail_as_it_does() {
 #[test]
 fn a_stream_that_makes_the_av1_decoder_panic_is_a_corrupt_file() {
     // One byte of the color item's AV1 data changed: rav1d 1.1.0 unwraps a `None` on it
-    // (src/decode.rs); the vendored rav1d lets that panic unwind (prep/rav1d/VENDORED.md) and
+    // (src/decode.rs); the vendored rav1d lets that panic unwind (third_party/rav1d/VENDORED.md) and
     // prep reports the file as corrupt, where the panic used to abort the process. Upstream
     // fails on it too ("Decoding of color planes failed").
     let set = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/avif_hbd");

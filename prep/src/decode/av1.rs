@@ -95,7 +95,7 @@ pub(crate) fn decode(sample: &[u8], max_pixels: u64) -> Result<Frame, Fail> {
     }
     // rav1d is memory-safe Rust; a malformed stream that trips one of its checks panics
     // rather than reading out of bounds: that is a corrupt file here, not a crash (the vendored
-    // rav1d's C API unwinds, see prep/rav1d/VENDORED.md). The decoder's state lives out here so
+    // rav1d's C API unwinds, see third_party/rav1d/VENDORED.md). The decoder's state lives out here so
     // that after such a panic the context, with its frame buffers, is still closed (Rust state
     // that unwinding kept consistent; a close that panicked too would leave it leaked): a
     // crafted file cannot make each decode leak megabytes. The input buffer and the picture
