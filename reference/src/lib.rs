@@ -5,6 +5,7 @@
 //! - [`Tower`]: the stage-level trait every backend implements.
 //! - [`CpuTower`]: this crate's backend; [`TowerWeights`] loads a checkpoint.
 //! - [`TapSink`]: where taps go ([`TapMap`] in memory, [`DumpSink`] to a safetensors dump).
+pub mod batcher;
 pub mod config;
 pub mod cpu;
 pub mod embedder;
@@ -17,6 +18,10 @@ pub mod taps;
 pub mod tower;
 pub mod weights;
 
+pub use batcher::{
+    BatchObserver, BatchReport, Batcher, BatcherError, BatcherOptions, BatcherStats, CancelToken,
+    JobError, JobOutput, JobResult, JobTimings, Ordered, OrderedItem,
+};
 pub use config::{ConfigError, VisionConfig};
 pub use cpu::CpuTower;
 pub use embedder::{EmbedOptions, Embedder, Embeddings, ItemSpan, Precision, Threads};
