@@ -1,0 +1,470 @@
+//! The attention stage of the GPU tower: the per-forward geometry (rope tables, query tiles,
+//! runs of equal segments and their cuDNN plans), and a block's attention from the qkv GEMM to
+//! the projection (`reference/src/kernels/attention.rs` and `rope.rs` on the CPU).
+
+use super::weights::{BlockW, Ws};
+use super::{GpuTower, Taps, half_or, wants};
+use crate::device::{DBuf, Dt, arg};
+use crate::error::GpuError;
+use glm5v_reference::geometry::{self, Grid};
+use glm5v_reference::kernels::rope;
+use ndarray::Array2;
+
+/// Per-forward geometry on the device.
+pub(super) struct Geo {
+    pub(super) n: usize,
+    pub(super) cos: DBuf,
+    pub(super) sin: DBuf,
+    pub(super) tiles: DBuf,
+    pub(super) ntiles: usize,
+    /// Runs of consecutive equal-length segments (one cuDNN call each).
+    pub(super) runs: Vec<Run>,
+    /// Attention through cuDNN (every run has a plan); else our kernels over `tiles`.
+    pub(super) dnn: bool,
+    /// cuDNN's workspace (when its plans ask for one) and its half output [N, D].
+    pub(super) dnn_ws: Option<DBuf>,
+    pub(super) dnn_out: Option<DBuf>,
+    pub(super) host_cos_sin: Option<(Array2<f32>, Array2<f32>)>,
+}
+
+/// Queries per block of the scalar attention kernel (`attention`, one thread per query).
+pub(super) const ATT_BQ: usize = 64;
+/// Queries per block of the tensor-core kernels (`MMA_BQ` of kernels/attention.cu).
+pub(super) const MMA_BQ: usize = 128;
+
+/// Consecutive segments of one length: tokens `start..start + batch * len`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Run {
+    start: usize,
+    batch: usize,
+    len: usize,
+}
+
+/// The runs of equal-length consecutive segments of `cu` (empty segments are skipped).
+pub(super) fn runs_of(cu: &[usize]) -> Vec<Run> {
+    let mut runs: Vec<Run> = Vec::new();
+    for seg in cu.windows(2) {
+        let (s0, len) = (seg[0], seg[1] - seg[0]);
+        if len == 0 {
+            continue;
+        }
+        match runs.last_mut() {
+            Some(r) if r.len == len && r.start + r.batch * r.len == s0 => r.batch += 1,
+            _ => runs.push(Run {
+                start: s0,
+                batch: 1,
+                len,
+            }),
+        }
+    }
+    runs
+}
+
+/// Query tiles of the attention kernels: (segment start, segment end, first query, end query),
+/// at most `bq` queries each, never crossing a segment.
+pub(super) fn tiles_of(cu: &[usize], bq: usize) -> Vec<i32> {
+    let mut t = Vec::new();
+    for seg in cu.windows(2) {
+        let (s0, s1) = (seg[0], seg[1]);
+        let mut q = s0;
+        while q < s1 {
+            let e = (q + bq).min(s1);
+            t.extend([s0 as i32, s1 as i32, q as i32, e as i32]);
+            q = e;
+        }
+    }
+    t
+}
+
+impl GpuTower {
+    pub(super) fn geo(
+        &self,
+        cos: &Array2<f32>,
+        sin: &Array2<f32>,
+        cu: &[usize],
+        keep_host: bool,
+    ) -> Result<Geo, GpuError> {
+        let n = cos.nrows();
+        let tiles = tiles_of(
+            cu,
+            if self.dev.has("attention_mma") || self.dev.has("attention_mma_w4") {
+                MMA_BQ
+            } else {
+                ATT_BQ
+            },
+        );
+        if n > i32::MAX as usize / 4 {
+            return Err(GpuError::Unsupported(format!(
+                "{n} tokens exceed the kernels' i32 indexing"
+            )));
+        }
+        let cs = |a: &Array2<f32>| {
+            a.as_standard_layout()
+                .as_slice()
+                .expect("contiguous")
+                .to_vec()
+        };
+        let runs = runs_of(cu);
+        let dnn_ws_bytes = self.cudnn_plans(&runs, n)?;
+        let dnn = dnn_ws_bytes.is_some();
+        let dnn_ws = match dnn_ws_bytes {
+            Some(b) if b > 0 => Some(self.dev.alloc("cuDNN attention workspace", b, Dt::I32)?),
+            _ => None,
+        };
+        let dnn_out = if dnn && self.w.blocks.iter().any(|b| self.attn_half(b)) {
+            Some(self.dev.alloc(
+                "cuDNN attention output [N, D] half",
+                n * self.cfg.hidden_size,
+                Dt::Bf16,
+            )?)
+        } else {
+            None
+        };
+        Ok(Geo {
+            runs,
+            dnn,
+            dnn_ws,
+            dnn_out,
+            n,
+            cos: self.dev.upload_f32("rope cos", &cs(cos), Dt::F32)?,
+            sin: self.dev.upload_f32("rope sin", &cs(sin), Dt::F32)?,
+            ntiles: tiles.len() / 4,
+            tiles: self.dev.upload_i32("attention tiles", &tiles)?,
+            host_cos_sin: if keep_host {
+                Some((cos.clone(), sin.clone()))
+            } else {
+                None
+            },
+        })
+    }
+
+    /// Whether block `b` feeds the attention IEEE half (see [`attention_input_bound`]): only
+    /// when a kernel that reads half is loaded.
+    pub(super) fn attn_half(&self, b: &BlockW) -> bool {
+        b.attn_f16 && (self.dev.has("attention_mma_f16") || self.dev.has("attention_mma_w4_f16"))
+    }
+
+    /// When every run of `runs` goes to cuDNN: builds (or finds) its plans for the input types
+    /// the blocks use and returns the largest workspace in bytes; `None` when our kernels run
+    /// instead (no cuDNN, a segment shorter than the threshold, or no plan, which is an error
+    /// only when cuDNN was forced).
+    pub(super) fn cudnn_plans(&self, runs: &[Run], n: usize) -> Result<Option<usize>, GpuError> {
+        let Some(c) = &self.dev.cudnn else {
+            return Ok(None);
+        };
+        if runs.is_empty() || runs.iter().any(|r| r.len < self.dev.cudnn_min_len) {
+            return Ok(None);
+        }
+        let mut halves: Vec<bool> = self.w.blocks.iter().map(|b| self.attn_half(b)).collect();
+        halves.sort_unstable();
+        halves.dedup();
+        let mut ws = 0usize;
+        for r in runs {
+            for &half in &halves {
+                match c.prepare(self.sdpa_shape(r, n, half)) {
+                    Ok(bytes) => ws = ws.max(bytes),
+                    Err(e) if self.dev.cudnn_forced => return Err(e),
+                    Err(e) => {
+                        static ONCE: std::sync::Once = std::sync::Once::new();
+                        ONCE.call_once(|| {
+                            eprintln!(
+                                "glm5v: cuDNN attention has no plan for {} segments of {} tokens ({e}); \
+                                 using the built-in kernels",
+                                r.batch, r.len
+                            )
+                        });
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        Ok(Some(ws))
+    }
+
+    pub(super) fn sdpa_shape(&self, r: &Run, n: usize, half: bool) -> crate::cudnn::SdpaShape {
+        crate::cudnn::SdpaShape {
+            batch: r.batch,
+            len: r.len,
+            n,
+            heads: self.cfg.num_heads,
+            head_dim: self.cfg.head_dim(),
+            half,
+        }
+    }
+
+    /// cuDNN's planning log (shape, engine, timed candidates), empty without cuDNN.
+    pub fn attention_log(&self) -> Vec<String> {
+        self.dev.cudnn.as_ref().map_or_else(Vec::new, |c| c.log())
+    }
+
+    /// Which attention runs for `grid_thw` (cuDNN or the built-in kernels), for reports.
+    pub fn attention_engine(&self, grid_thw: &[Grid]) -> Result<String, GpuError> {
+        let cu = geometry::cu_seqlens(grid_thw);
+        let runs = runs_of(&cu);
+        let n = *cu.last().unwrap_or(&0);
+        Ok(match (self.cudnn_plans(&runs, n)?, &self.dev.cudnn) {
+            (Some(_), Some(c)) => format!("cudnn {}", c.version),
+            _ => {
+                let tiles = tiles_of(&cu, MMA_BQ).len() / 4;
+                let (k, _) = self.dev.attention_kernel(tiles * self.cfg.num_heads, true);
+                match &self.dev.cudnn_note {
+                    Some(why) => format!("{k} (cuDNN: {why})"),
+                    None => k.to_string(),
+                }
+            }
+        })
+    }
+
+    pub(super) fn geo_for_grids(
+        &self,
+        grid_thw: &[Grid],
+        keep_host: bool,
+    ) -> Result<Geo, GpuError> {
+        let pos = geometry::positions(grid_thw, self.cfg.spatial_merge_size);
+        let (cos, sin) = rope::tables::<f32>(
+            &pos,
+            self.cfg.head_dim(),
+            self.cfg.rope_parameters.rope_theta,
+        );
+        self.geo(&cos, &sin, &geometry::cu_seqlens(grid_thw), keep_host)
+    }
+
+    /// The attention of block `i` on `ws.xn` (its norm1 output, in the qkv GEMM's input type):
+    /// the fused qkv GEMM and its bias, the per-head q/k RMSNorm and rope (`qk_norm_rope`), the
+    /// attention over `geo`'s segments (cuDNN or our kernels, never across a segment), and the
+    /// projection GEMM into `ws.h` without its bias (the residual add takes it; IEEE half when
+    /// `proj_out_f16`).
+    pub(super) fn attention_dev(
+        &self,
+        i: usize,
+        ws: &Ws,
+        geo: &Geo,
+        taps: Taps<'_, '_>,
+    ) -> Result<(), GpuError> {
+        let cfg = &self.cfg;
+        let (n, d, heads, hd) = (geo.n, cfg.hidden_size, cfg.num_heads, cfg.head_dim());
+        let w = &self.w.blocks[i];
+        let dev = &self.dev;
+        let name = |s: &str| format!("blocks.{i}.{s}");
+        let qh = w.qkv_f16;
+        let qkv_dt = half_or(qh, Dt::F32);
+        dev.linear_to(&ws.xn, &w.qkv_w, &ws.qkv, qkv_dt, n, d, 3 * d)?;
+        // The qkv bias is added inside qk_norm_rope, unless the qkv tap (which includes it) is
+        // wanted: then it is added to an f32 buffer first, or on the host to a copy of a half one
+        // (the sum qk_norm_rope makes, in f32).
+        let mut qkv_bias = w.qkv_b.as_ref().map_or(0u64, |b| b.ptr);
+        if wants(taps, &name("attn.qkv")) {
+            match (&w.qkv_b, qh) {
+                (Some(b), false) => {
+                    self.add_bias(&ws.qkv, b, n, 3 * d)?;
+                    qkv_bias = 0;
+                    self.emit(taps, &name("attn.qkv"), &ws.qkv, n, 3 * d, 3 * d, 0)?;
+                }
+                (Some(b), true) => {
+                    let mut v = dev.download_as(&ws.qkv, Dt::F16, 0, n * 3 * d)?;
+                    let bias = dev.download_f32(b, 0, 3 * d)?;
+                    for row in v.chunks_exact_mut(3 * d) {
+                        row.iter_mut().zip(&bias).for_each(|(x, b)| *x += b);
+                    }
+                    if let Some(sink) = taps.as_deref_mut() {
+                        sink.tap(&name("attn.qkv"), n, 3 * d, &v);
+                    }
+                }
+                (None, _) => {
+                    self.emit_as(taps, &name("attn.qkv"), &ws.qkv, qkv_dt, n, 3 * d, 3 * d, 0)?
+                }
+            }
+        }
+        let want_q = wants(taps, &name("attn.q_norm")) || wants(taps, &name("attn.k_norm"));
+        let (tq, tk) = match (&ws.tq, &ws.tk, want_q) {
+            (Some(a), Some(b), true) => (a.ptr, b.ptr),
+            _ => (0u64, 0u64),
+        };
+        let (ni, hi, eps) = (n as i32, heads as i32, cfg.rms_norm_eps as f32);
+        let blocks_att = geo.ntiles * heads;
+        let (att_kernel, att_threads) = dev.attention_kernel(blocks_att, w.attn_f16);
+        // half q/k/v only for the tensor-core kernels (or cuDNN) that read them so
+        let f16 = if geo.dnn {
+            self.attn_half(w) as i32
+        } else {
+            att_kernel.ends_with("_f16") as i32
+        };
+        // Grid-stride; a warp takes four (token, head) items at head_dim 64, else one; 4 warps
+        // a block, or one when there are few items (over more SMs, as `row_launch`).
+        let per_warp = if hd == 64 { 4 } else { 1 };
+        let warps = if n * heads < 2 * 132 * 4 * per_warp {
+            1
+        } else {
+            4
+        };
+        let qkr_blocks = (n * heads).div_ceil(per_warp * warps).clamp(1, 132 * 64);
+        dev.launch(
+            "qk_norm_rope",
+            (qkr_blocks as u32, 1, 1),
+            32 * warps as u32,
+            &[
+                arg(ws.qkv.ptr),
+                arg(qkv_bias),
+                arg(w.q_norm.ptr),
+                arg(w.k_norm.ptr),
+                arg(geo.cos.ptr),
+                arg(geo.sin.ptr),
+                arg(ws.q.ptr),
+                arg(ws.k.ptr),
+                arg(ws.v.ptr),
+                arg(tq),
+                arg(tk),
+                arg(ni),
+                arg(hi),
+                arg(eps),
+                arg(f16),
+                arg(qh as i32),
+            ],
+        )?;
+        if tq != 0 {
+            self.emit(
+                taps,
+                &name("attn.q_norm"),
+                ws.tq.as_ref().expect("allocated"),
+                n,
+                d,
+                d,
+                0,
+            )?;
+            self.emit(
+                taps,
+                &name("attn.k_norm"),
+                ws.tk.as_ref().expect("allocated"),
+                n,
+                d,
+                d,
+                0,
+            )?;
+        }
+        let scale_log2 = ((hd as f64).powf(-0.5) * std::f64::consts::LOG2_E) as f32;
+        // The attention output is half when its inputs were (cuDNN, our `_f16` kernels); the
+        // projection wants half exactly when `proj_f16`; one conversion in place otherwise.
+        let att_half = f16 != 0;
+        if geo.dnn {
+            self.attention_cudnn(&ws.q, &ws.k, &ws.v, &ws.att, geo, att_half, w.proj_f16)?;
+        } else if geo.ntiles > 0 {
+            if geo.ntiles > i32::MAX as usize || heads > 65535 {
+                return Err(GpuError::Unsupported(format!(
+                    "{} attention tiles x {heads} heads",
+                    geo.ntiles
+                )));
+            }
+            let (kernel, threads) = (att_kernel, att_threads);
+            dev.launch(
+                kernel,
+                (geo.ntiles as u32, heads as u32, 1),
+                threads,
+                &[
+                    arg(ws.q.ptr),
+                    arg(ws.k.ptr),
+                    arg(ws.v.ptr),
+                    arg(geo.tiles.ptr),
+                    arg(ws.att.ptr),
+                    arg(ni),
+                    arg(hi),
+                    arg(scale_log2),
+                ],
+            )?;
+        }
+        // cuDNN's half output went straight to `att` only when the projection wants half
+        let att_is_half = if geo.dnn {
+            att_half && w.proj_f16
+        } else {
+            att_half
+        };
+        if (geo.dnn || geo.ntiles > 0) && att_is_half != w.proj_f16 {
+            let kernel = if att_is_half {
+                "half_to_bf16_inplace"
+            } else {
+                "bf16_to_half"
+            };
+            let total = (n * d) as i64;
+            let blocks = (n * d).div_ceil(256).clamp(1, 132 * 32) as u32;
+            dev.launch(kernel, (blocks, 1, 1), 256, &[arg(ws.att.ptr), arg(total)])?;
+        }
+        let att_dt = if w.proj_f16 { Dt::F16 } else { ws.att.dt };
+        self.emit_as(taps, &name("attn.proj.input"), &ws.att, att_dt, n, d, d, 0)?;
+        dev.linear_to(
+            &ws.att,
+            &w.proj_w,
+            &ws.h,
+            half_or(w.proj_out_f16, Dt::F32),
+            n,
+            d,
+            d,
+        )
+    }
+
+    /// The attention through cuDNN, one call per run of equal segments; q, k, v head-major
+    /// [H, N, hd] (half when `half`, else bf16), the output bf16 [N, D] in `att` (cuDNN writes
+    /// half into `geo.dnn_out` first when the inputs are half).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn attention_cudnn(
+        &self,
+        q: &DBuf,
+        k: &DBuf,
+        v: &DBuf,
+        att: &DBuf,
+        geo: &Geo,
+        half: bool,
+        half_out: bool,
+    ) -> Result<(), GpuError> {
+        let dev = &self.dev;
+        let c = dev.cudnn.as_ref().expect("geo.dnn implies a cuDNN handle");
+        let (n, d, hd) = (geo.n, self.cfg.hidden_size, self.cfg.head_dim());
+        // half inputs give a half output: straight into `att` when half is wanted there
+        let convert = half && !half_out;
+        let out = if convert {
+            geo.dnn_out
+                .as_ref()
+                .expect("allocated with geo.dnn for half blocks")
+        } else {
+            att
+        };
+        let ws = geo.dnn_ws.as_ref().map_or(0, |b| b.ptr);
+        // Every element is 2 bytes (bf16 or half).
+        for r in &geo.runs {
+            let (qo, oo) = ((r.start * hd * 2) as u64, (r.start * d * 2) as u64);
+            c.run(
+                self.sdpa_shape(r, n, half),
+                q.ptr + qo,
+                k.ptr + qo,
+                v.ptr + qo,
+                out.ptr + oo,
+                ws,
+            )?;
+        }
+        if convert {
+            let total = (n * d) as i64;
+            let blocks = (n * d).div_ceil(256).clamp(1, 132 * 32) as u32;
+            dev.launch(
+                "half_to_bf16",
+                (blocks, 1, 1),
+                256,
+                &[arg(out.ptr), arg(att.ptr), arg(total)],
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_of_groups_consecutive_equal_segments() {
+        let r = |start, batch, len| Run { start, batch, len };
+        assert_eq!(
+            runs_of(&[0, 4, 8, 12, 15, 15, 18, 22]),
+            vec![r(0, 3, 4), r(12, 2, 3), r(18, 1, 4)]
+        );
+        assert_eq!(runs_of(&[0]), vec![]);
+        assert_eq!(runs_of(&[0, 0, 5]), vec![r(0, 1, 5)]);
+    }
+}
