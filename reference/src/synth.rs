@@ -596,11 +596,15 @@ fn write_into(tmp: &Path, cfg: &VisionConfig, spec: &SynthSpec) -> Result<SynthR
     let text = serde_json::to_string_pretty(&config_json(cfg, &note)).expect("json serializes");
     std::fs::write(&cfg_path, text + "\n").map_err(io_err(&cfg_path))?;
 
-    let mut meta = HashMap::new();
-    meta.insert("format".to_string(), "pt".to_string());
-    meta.insert("producer".to_string(), "glm5v-synth".to_string());
-    meta.insert("seed".to_string(), spec.seed.to_string());
-    meta.insert("content_sha256".to_string(), hash.clone());
+    let meta: BTreeMap<String, String> = [
+        ("format", "pt".to_string()),
+        ("producer", "glm5v-synth".to_string()),
+        ("seed", spec.seed.to_string()),
+        ("content_sha256", hash.clone()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
 
     let sizes: Vec<usize> = tensors.iter().map(|t| t.data.len()).collect();
     let groups = shard_groups(&sizes, spec.shards);
@@ -624,12 +628,14 @@ fn write_into(tmp: &Path, cfg: &VisionConfig, spec: &SynthSpec) -> Result<SynthR
             weight_map.insert(t.name.clone(), fname.clone());
             views.push((t.name.clone(), view));
         }
-        safetensors::serialize_to_file(views, Some(meta.clone()), &path).map_err(|source| {
+        let hashed: HashMap<String, String> = meta.clone().into_iter().collect();
+        safetensors::serialize_to_file(views, Some(hashed), &path).map_err(|source| {
             SynthError::Safetensors {
                 path: path.display().to_string(),
                 source,
             }
         })?;
+        sort_metadata(&path, &meta)?;
         files.push(fname);
     }
     let tensor_bytes: u64 = sizes.iter().map(|&s| s as u64).sum();
@@ -657,6 +663,41 @@ fn write_into(tmp: &Path, cfg: &VisionConfig, spec: &SynthSpec) -> Result<SynthR
         tensor_bytes,
         content_sha256: hash,
     })
+}
+
+/// Rewrites the `__metadata__` object that `safetensors` wrote (in its hash map's order, which
+/// changes run to run) as `meta`'s sorted order, in place: the same keys and values, so the same
+/// length, and a regenerated checkpoint has the same bytes as the last one.
+fn sort_metadata(path: &Path, meta: &BTreeMap<String, String>) -> Result<(), SynthError> {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let bad = |why: &str| SynthError::Checkpoint {
+        path: path.display().to_string(),
+        reason: format!("safetensors header: {why}"),
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(io_err(path))?;
+    let prefix = b"{\"__metadata__\":";
+    let mut head = vec![0u8; 8 + prefix.len()];
+    f.read_exact(&mut head).map_err(io_err(path))?;
+    if &head[8..8 + prefix.len()] != prefix {
+        return Err(bad("does not start with __metadata__"));
+    }
+    let sorted = serde_json::to_string(meta).expect("json serializes");
+    let mut written = vec![0u8; sorted.len()];
+    f.seek(SeekFrom::Start((8 + prefix.len()) as u64))
+        .map_err(io_err(path))?;
+    f.read_exact(&mut written).map_err(io_err(path))?;
+    let same: BTreeMap<String, String> =
+        serde_json::from_slice(&written).map_err(|_| bad("__metadata__ is not the map written"))?;
+    if &same != meta {
+        return Err(bad("__metadata__ differs from the map written"));
+    }
+    f.seek(SeekFrom::Start((8 + prefix.len()) as u64))
+        .map_err(io_err(path))?;
+    f.write_all(sorted.as_bytes()).map_err(io_err(path))
 }
 
 /// The safetensors files of a checkpoint directory: `model.safetensors`, or the shards listed by
@@ -997,5 +1038,43 @@ mod tests {
             }
             assert!(g.iter().all(|r| !r.is_empty()));
         }
+    }
+
+    #[test]
+    fn a_regenerated_checkpoint_has_the_same_bytes() {
+        // the metadata map is written sorted, so two runs give the same files (safetensors
+        // writes its HashMap in an order that changes run to run)
+        let spec = SynthSpec {
+            shards: 2,
+            ..SynthSpec::new(Preset::Tiny, 4)
+        };
+        let (d1, d2) = (tmpdir("bytes-a"), tmpdir("bytes-b"));
+        let r1 = write_checkpoint(&d1, &spec).unwrap();
+        let r2 = write_checkpoint(&d2, &spec).unwrap();
+        assert_eq!(r1.files, r2.files);
+        for f in r1.files.iter().filter(|f| f.ends_with(".safetensors")) {
+            let (a, b) = (
+                std::fs::read(d1.join(f)).unwrap(),
+                std::fs::read(d2.join(f)).unwrap(),
+            );
+            assert!(a == b, "{f} differs between two runs");
+            let n = u64::from_le_bytes(a[..8].try_into().unwrap()) as usize;
+            let header = std::str::from_utf8(&a[8..8 + n]).unwrap();
+            let want = format!(
+                "{{\"__metadata__\":{{\"content_sha256\":\"{}\",\"format\":\"pt\",\"producer\":\"glm5v-synth\",\"seed\":\"4\"}},",
+                r1.content_sha256
+            );
+            assert!(
+                header.starts_with(&want),
+                "{f}: {}",
+                &header[..want.len().min(n)]
+            );
+            // and the file still reads back, with its metadata
+            let (_, md) = SafeTensors::read_metadata(&a).unwrap();
+            assert_eq!(md.metadata().as_ref().unwrap()["seed"], "4");
+        }
+        assert_eq!(checkpoint_content_sha256(&d1).unwrap(), r1.content_sha256);
+        let _ = std::fs::remove_dir_all(&d1);
+        let _ = std::fs::remove_dir_all(&d2);
     }
 }
