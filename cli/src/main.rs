@@ -4,6 +4,7 @@
 //! (the message names the input). Every output file is written to a temporary file next to its
 //! destination and renamed into place, so a failed run never leaves a partial file.
 
+mod backend;
 mod cmd;
 mod inputs;
 mod out;
@@ -34,6 +35,7 @@ enum Command {
     Prep(cmd::prep::Args),
     Synth(cmd::synth::Args),
     Embed(cmd::embed::Args),
+    Serve(cmd::serve::Args),
     Diff(cmd::diff::Args),
     Bisect(cmd::bisect::Args),
     Bench(cmd::bench::Args),
@@ -79,6 +81,7 @@ fn main() -> ExitCode {
         Command::Prep(a) => cmd::prep::run(a),
         Command::Synth(a) => cmd::synth::run(a),
         Command::Embed(a) => cmd::embed::run(a),
+        Command::Serve(a) => cmd::serve::run(a),
         Command::Diff(a) => cmd::diff::run(a),
         Command::Bisect(a) => cmd::bisect::run(a),
         Command::Bench(a) => cmd::bench::run(a),

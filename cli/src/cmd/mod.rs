@@ -5,4 +5,5 @@ pub mod diff;
 pub mod embed;
 pub mod plan;
 pub mod prep;
+pub mod serve;
 pub mod synth;
