@@ -61,6 +61,7 @@ mod avif_yuv16;
 mod bc6h;
 mod blp;
 mod bmp;
+mod bytes;
 mod cur;
 mod dds;
 mod dib;

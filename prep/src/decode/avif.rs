@@ -12,10 +12,11 @@
 //! the identity matrix excepted: that path reads it as a plain copy, reproduced).
 
 use super::Fail;
-use super::avif_box::{Extents, Props, be16, be32, be64, boxes, child, iinf, iloc, iprp, iref};
+use super::avif_box::{Extents, Props, boxes, child, iinf, iloc, iprp, iref};
 use super::avif_grid::decode_src;
 use super::avif_yuv;
 use super::avif_yuv16;
+use super::bytes::{be16, be32, be64};
 use super::exif::OrientationSources;
 use super::modes::{Raster, Transparency};
 

@@ -2,20 +2,12 @@
 //! box lists, `iloc`, `iinf`, `iref`, `iprp`/`ipma` and the item properties libavif reads.
 
 use super::Fail;
+use super::bytes::{be16, be32, be64};
 
 fn corrupt(what: &str) -> Fail {
     Fail::Corrupt(format!("AVIF: {what}"))
 }
 
-pub(super) fn be16(d: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes(d.get(at..at + 2)?.try_into().ok()?))
-}
-pub(super) fn be32(d: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(d.get(at..at + 4)?.try_into().ok()?))
-}
-pub(super) fn be64(d: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_be_bytes(d.get(at..at + 8)?.try_into().ok()?))
-}
 /// A big-endian unsigned integer of `n` bytes (0, 4 or 8 in `iloc`).
 pub(super) fn be_n(d: &[u8], at: usize, n: usize) -> Option<u64> {
     match n {

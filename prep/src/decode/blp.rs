@@ -14,12 +14,8 @@
 //!   replicating the high bits; thirds and halves by floor division), not `BcnDecode.c`.
 
 use super::Fail;
+use super::bytes::le32;
 use super::modes::{Pixels, Raster, Transparency};
-
-fn le32(d: &[u8], at: usize) -> Option<u32> {
-    let b = d.get(at..at.checked_add(4)?)?;
-    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-}
 
 fn truncated() -> Fail {
     Fail::Corrupt("the BLP data ends early (PIL: Truncated File Read)".into())

@@ -7,17 +7,12 @@
 
 use super::Fail;
 use super::bmp;
+use super::bytes::{le16, le32};
 use super::modes::{Pixels, Raster, Transparency};
-
-fn le32(d: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(
-        d.get(at..at.checked_add(4)?)?.try_into().ok()?,
-    ))
-}
 
 /// The chosen entry's bitmap offset.
 fn pick(d: &[u8]) -> Result<usize, Fail> {
-    let n = d.get(4..6).map_or(0, |b| u16::from_le_bytes([b[0], b[1]])) as usize;
+    let n = le16(d, 4).map_or(0, usize::from);
     let mut m: Option<&[u8]> = None;
     for i in 0..n {
         let Some(s) = d.get(6 + 16 * i..6 + 16 * (i + 1)) else {

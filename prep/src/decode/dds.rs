@@ -8,6 +8,7 @@
 //! downstream (`convert("RGB")` drops alpha).
 
 use super::Fail;
+use super::bytes::le32;
 use super::modes::{Pixels, Raster, Transparency, blank_palette};
 
 const HEADER: usize = 128;
@@ -34,10 +35,6 @@ enum Layout {
         n: u8,
         signed: bool,
     },
-}
-
-fn le32(d: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(d.get(at..at + 4)?.try_into().ok()?))
 }
 
 fn fourcc(s: &[u8; 4]) -> u32 {

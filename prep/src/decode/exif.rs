@@ -2,6 +2,8 @@
 //! of the embedded TIFF structure, else a `tiff:Orientation` in XMP. `ImageOps.exif_transpose` then
 //! acts only on values 2-8; anything else leaves the image as it is.
 
+use super::bytes::{rd16, rd32};
+
 /// Where a format keeps its orientation. Collected by the header parsers, resolved by [`resolve`].
 #[derive(Debug, Default, Clone)]
 pub(crate) struct OrientationSources {
@@ -86,24 +88,6 @@ pub(crate) fn tiff_header(d: &[u8]) -> Option<(bool, u32)> {
         _ => return None,
     };
     Some((le, rd32(d, 4, le)?))
-}
-
-pub(crate) fn rd16(d: &[u8], at: usize, le: bool) -> Option<u16> {
-    let b: [u8; 2] = d.get(at..at.checked_add(2)?)?.try_into().ok()?;
-    Some(if le {
-        u16::from_le_bytes(b)
-    } else {
-        u16::from_be_bytes(b)
-    })
-}
-
-pub(crate) fn rd32(d: &[u8], at: usize, le: bool) -> Option<u32> {
-    let b: [u8; 4] = d.get(at..at.checked_add(4)?)?.try_into().ok()?;
-    Some(if le {
-        u32::from_le_bytes(b)
-    } else {
-        u32::from_be_bytes(b)
-    })
 }
 
 /// The Orientation entry (0x0112) of the IFD at `off`: its first integer value (BYTE, SHORT,

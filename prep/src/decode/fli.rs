@@ -8,14 +8,14 @@
 //! the frame should be) is refused, as PIL refuses it.
 
 use super::Fail;
+use super::bytes;
 use super::modes::{Pixels, Raster, Transparency, blank_palette};
 
 fn le16(d: &[u8], at: usize) -> Option<usize> {
-    Some(u16::from_le_bytes([*d.get(at)?, *d.get(at.checked_add(1)?)?]) as usize)
+    bytes::le16(d, at).map(usize::from)
 }
 fn le32(d: &[u8], at: usize) -> Option<usize> {
-    let b = d.get(at..at.checked_add(4)?)?;
-    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    bytes::le32(d, at).map(|v| v as usize)
 }
 
 fn bad(what: &str) -> Fail {

@@ -6,6 +6,7 @@
 //! `dimensions()`, read before any pixel buffer is allocated.
 
 use super::Fail;
+use super::bytes::{be32, le16, le32};
 use super::header::Format;
 use super::modes::{Pixels, Raster, Transparency};
 use image::{DynamicImage, ImageDecoder};
@@ -43,11 +44,8 @@ fn decoder(d: &[u8], f: Format) -> Result<Box<dyn ImageDecoder + '_>, Fail> {
 /// directory by colour depth, then (stably) by width x height descending, and opens the first
 /// entry; among entries that tie on both, the earliest in the file.
 fn ico_pil_entry(d: &[u8]) -> Option<(usize, usize)> {
-    let u16le = |at: usize| d.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-    let u32le = |at: usize| {
-        d.get(at..at + 4)
-            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
-    };
+    let u16le = |at: usize| le16(d, at);
+    let u32le = |at: usize| le32(d, at);
     let count = u16le(4)? as usize;
     let mut entries = Vec::with_capacity(count);
     for i in 0..count {
@@ -145,10 +143,7 @@ fn ico_bmp_sizes_fixed(d: &[u8]) -> Option<Vec<u8>> {
 /// `qoi` crate refuses sizes over its own limit with another error).
 pub(crate) fn dims(d: &[u8], f: Format) -> Result<(u32, u32), Fail> {
     if f == Format::Qoi {
-        let be = |at: usize| {
-            d.get(at..at + 4)
-                .map(|b| u32::from_be_bytes(b.try_into().unwrap()))
-        };
+        let be = |at: usize| be32(d, at);
         return match (be(4), be(8)) {
             (Some(w), Some(h)) => Ok((w, h)),
             _ => Err(Fail::Corrupt(
@@ -164,7 +159,8 @@ pub(crate) fn dims(d: &[u8], f: Format) -> Result<(u32, u32), Fail> {
     }
     if f == Format::Tga && super::tga16::takes(d) {
         // 16-bit true colour, read by `tga16.rs`.
-        let le = |at: usize| u16::from_le_bytes([d[at], d[at + 1]]) as u32;
+        // `takes` has seen the whole 18-byte header
+        let le = |at: usize| le16(d, at).map_or(0, u32::from);
         return Ok((le(12), le(14)));
     }
     Ok(decoder(d, f)?.dimensions())

@@ -6,7 +6,7 @@ use super::Fail;
 use super::modes::Raster;
 
 fn le32(d: &[u8], at: usize) -> Option<i32> {
-    Some(i32::from_le_bytes(d.get(at..at + 4)?.try_into().ok()?))
+    super::bytes::le32(d, at).map(|v| v as i32)
 }
 
 /// (width, height, format, mipmap data).

@@ -4,11 +4,8 @@
 //! raw pixels right after the header.
 
 use super::Fail;
+use super::bytes::be32;
 use super::modes::{Pixels, Raster, Transparency};
-
-fn be32(d: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(d.get(at..at + 4)?.try_into().ok()?))
-}
 
 /// (width, height, bytes per pixel, where the pixels start).
 fn open(d: &[u8]) -> Result<(u32, u32, usize, usize), Fail> {

@@ -3,7 +3,8 @@
 //! after IDAT that `load_end` adds to `info`).
 
 use super::Fail;
-use super::exif::{self, OrientationSources, rd16, rd32};
+use super::bytes::{be16, be32, le16, le32, rd16, rd32, rd64};
+use super::exif::{self, OrientationSources};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Format {
@@ -317,19 +318,6 @@ pub(crate) fn parse(d: &[u8], f: Format) -> Result<Header, Fail> {
             })
         }
     }
-}
-
-fn be16(d: &[u8], at: usize) -> Option<u16> {
-    rd16(d, at, false)
-}
-fn be32(d: &[u8], at: usize) -> Option<u32> {
-    rd32(d, at, false)
-}
-fn le16(d: &[u8], at: usize) -> Option<u16> {
-    rd16(d, at, true)
-}
-fn le32(d: &[u8], at: usize) -> Option<u32> {
-    rd32(d, at, true)
 }
 
 /// Walks the markers up to SOS as `JpegImageFile._open` does: the SOF gives the size; APP1
@@ -676,14 +664,7 @@ fn webp(d: &[u8]) -> Result<Header, Fail> {
 /// entries with 64-bit counts and offsets).
 fn bigtiff(d: &[u8]) -> Result<Header, Fail> {
     let le = d.starts_with(b"II");
-    let rd64 = |at: usize| -> Option<u64> {
-        let b: [u8; 8] = d.get(at..at.checked_add(8)?)?.try_into().ok()?;
-        Some(if le {
-            u64::from_le_bytes(b)
-        } else {
-            u64::from_be_bytes(b)
-        })
-    };
+    let rd64 = |at: usize| rd64(d, at, le);
     let bad = || truncated("BigTIFF directory");
     if rd16(d, 4, le) != Some(8) {
         return Err(Fail::Corrupt(

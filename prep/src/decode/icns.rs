@@ -14,13 +14,8 @@
 //! what PIL's `_decompression_bomb_check` sees.
 
 use super::Fail;
+use super::bytes::be32;
 use super::modes::{Pixels, Raster, Transparency};
-
-fn be32(d: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(
-        d.get(at..at.checked_add(4)?)?.try_into().ok()?,
-    ))
-}
 
 type Size = (u32, u32, u32);
 /// An entry type and its reader.

@@ -26,6 +26,7 @@
 //! other than 3 or 4 columns, or in CMYK are refused by name (not reproduced).
 
 use super::Fail;
+use super::bytes::{be16, be32, be64};
 use super::modes::{Pixels, Raster, Transparency};
 use openjpeg_sys as opj;
 use std::ffi::{CStr, c_char, c_void};
@@ -70,22 +71,6 @@ pub(crate) struct Header {
 
 fn bad(msg: &str) -> Fail {
     Fail::Corrupt(format!("{msg} (PIL cannot open it either)"))
-}
-
-fn be16(d: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes(
-        d.get(at..at.checked_add(2)?)?.try_into().ok()?,
-    ))
-}
-fn be32(d: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(
-        d.get(at..at.checked_add(4)?)?.try_into().ok()?,
-    ))
-}
-fn be64(d: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_be_bytes(
-        d.get(at..at.checked_add(8)?)?.try_into().ok()?,
-    ))
 }
 
 /// `_parse_codestream` from `at` (just after the SOC and SIZ markers): size and mode from SIZ.

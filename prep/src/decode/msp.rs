@@ -6,11 +6,8 @@
 //! `(width + 7) / 8`-byte lines of mode "1" (set bits white).
 
 use super::Fail;
+use super::bytes::le16;
 use super::modes::{Pixels, Raster, Transparency};
-
-fn le16(d: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(d.get(at..at + 2)?.try_into().ok()?))
-}
 
 struct Head {
     width: usize,

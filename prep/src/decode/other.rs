@@ -10,18 +10,7 @@
 //! named here after the plugin whose bytes it starts with while PIL ends up calling it something
 //! else; either way the error names a format, and nothing is decoded.
 
-fn be16(d: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes(d.get(at..at + 2)?.try_into().ok()?))
-}
-fn le16(d: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(d.get(at..at + 2)?.try_into().ok()?))
-}
-fn le32(d: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(d.get(at..at + 4)?.try_into().ok()?))
-}
-fn be32(d: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(d.get(at..at + 4)?.try_into().ok()?))
-}
+use super::bytes::{be16, be32, le16, le32};
 
 /// PIL's `Image.format` for a file of a format prep does not read, when its leading bytes say so.
 pub(crate) fn pil_format(d: &[u8]) -> Option<&'static str> {

@@ -12,14 +12,8 @@
 //!   line its "image file is truncated".
 
 use super::Fail;
+use super::bytes::{le16, le32};
 use super::modes::{Pixels, Raster, Transparency, blank_palette};
-
-fn le16(d: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(d.get(at..at + 2)?.try_into().ok()?))
-}
-fn le32(d: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(d.get(at..at + 4)?.try_into().ok()?))
-}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {

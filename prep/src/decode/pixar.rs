@@ -3,10 +3,12 @@
 //! are (14, 2) (PIL sets no mode otherwise and cannot load the file), raw RGB rows from 1024.
 
 use super::Fail;
+use super::bytes;
 use super::modes::{Pixels, Raster, Transparency};
 
+/// A word of the 512-byte header (`open` checks that it is all there).
 fn le16(d: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([d[at], d[at + 1]])
+    bytes::le16(d, at).expect("inside the checked header")
 }
 
 fn open(d: &[u8]) -> Result<(u32, u32), Fail> {

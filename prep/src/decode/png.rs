@@ -294,7 +294,7 @@ fn image_data(data: &[u8]) -> Option<std::borrow::Cow<'_, [u8]>> {
     }
     let (mut at, mut parts, mut after_idat) = (8usize, Vec::new(), false);
     loop {
-        let len = u32::from_be_bytes(data.get(at..at + 4)?.try_into().ok()?) as usize;
+        let len = super::bytes::be32(data, at)? as usize;
         let body = data.get(at + 8..(at + 8).checked_add(len)?)?;
         match data.get(at + 4..at + 8)? {
             b"IDAT" if after_idat => return None,

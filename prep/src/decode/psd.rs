@@ -7,18 +7,8 @@
 //! row is an error). CMYK bands are inverted (";I"); LAB goes to RGB through Little CMS (`lab.rs`).
 
 use super::Fail;
+use super::bytes::{be16, be32};
 use super::modes::{Pixels, Raster, Transparency, blank_palette};
-
-fn be16(d: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes(
-        d.get(at..at.checked_add(2)?)?.try_into().ok()?,
-    ))
-}
-fn be32(d: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(
-        d.get(at..at.checked_add(4)?)?.try_into().ok()?,
-    ))
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {

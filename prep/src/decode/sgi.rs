@@ -7,16 +7,10 @@
 //! a run past the row or the file is PIL's "buffer overrun" error).
 
 use super::Fail;
+use super::bytes::{be16, be32};
 use super::modes::{Pixels, Raster, Transparency};
 
 const HEADER: usize = 512;
-
-fn be16(d: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes(d.get(at..at + 2)?.try_into().ok()?))
-}
-fn be32(d: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(d.get(at..at + 4)?.try_into().ok()?))
-}
 
 struct Head {
     width: usize,

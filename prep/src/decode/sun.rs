@@ -6,11 +6,8 @@
 //! next lines as PIL's decoder carries it.
 
 use super::Fail;
+use super::bytes::be32;
 use super::modes::{Pixels, Raster, Transparency, blank_palette};
-
-fn be32(d: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(d.get(at..at + 4)?.try_into().ok()?))
-}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Raw {

@@ -10,7 +10,7 @@ use super::Fail;
 use super::modes::{Pixels, Raster, Transparency};
 
 fn le16(d: &[u8], at: usize) -> Option<usize> {
-    Some(u16::from_le_bytes([*d.get(at)?, *d.get(at + 1)?]) as usize)
+    super::bytes::le16(d, at).map(usize::from)
 }
 
 /// Whether this TGA is one for this reader: true colour, 16 bits per pixel.

@@ -17,7 +17,8 @@
 //! CIELab is converted to RGB as Pillow converts a `LAB` image: through Little CMS (`lab.rs`).
 
 use super::Fail;
-use super::exif::{rd16, rd32, tiff_header};
+use super::bytes::{rd16, rd32};
+use super::exif::tiff_header;
 use super::modes::{Pixels, Raster, Transparency, blank_palette};
 use glm5v_libtiff_sys as sys;
 use std::ffi::CStr;
