@@ -82,9 +82,51 @@ impl Drop for Decoder {
 
 /// Whether a panic at `location` is one of rav1d's, which the AVIF decoder catches and answers
 /// as a `Corrupt` error: a panic hook may leave those unprinted (the CLI does; the fuzz targets
-/// let them unwind) and print every other.
+/// let them unwind) and print every other. prep installs such a hook itself for the panics raised
+/// inside its decoder (see `quiet_caught_panics`), so this is for hooks a program sets later.
 pub fn panic_is_caught(location: Option<&std::panic::Location<'_>>) -> bool {
     location.is_some_and(|l| l.file().contains("rav1d/src/"))
+}
+
+thread_local! {
+    /// This thread is inside [`decode`], whose `catch_unwind` answers rav1d's panics.
+    static DECODING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Installs, once per process, a panic hook in front of the one in place (the default, or one
+/// the program set before its first AVIF) that leaves unprinted the panics of rav1d raised while
+/// this thread is inside [`decode`], which catches them and answers a typed `Corrupt` error:
+/// without it a library user (the Python package among them) saw "thread '...' panicked at
+/// third_party/rav1d/..." on stderr before that error. Every other panic, and a rav1d panic
+/// outside [`decode`], goes to the hook that was there. A hook the program sets afterwards
+/// replaces this one (it can filter with [`panic_is_caught`], as the CLI's does).
+fn quiet_caught_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if DECODING.with(|d| d.get()) && panic_is_caught(info.location()) {
+                return;
+            }
+            previous(info);
+        }));
+    });
+}
+
+/// Marks this thread as inside [`decode`] until dropped (also when a panic unwinds through it).
+struct Decoding;
+
+impl Decoding {
+    fn enter() -> Self {
+        DECODING.with(|d| d.set(true));
+        Decoding
+    }
+}
+
+impl Drop for Decoding {
+    fn drop(&mut self) {
+        DECODING.with(|d| d.set(false));
+    }
 }
 
 /// Decodes the first frame of one AV1 sample (a temporal unit of OBUs). `max_pixels` bounds the
@@ -93,6 +135,8 @@ pub(crate) fn decode(sample: &[u8], max_pixels: u64) -> Result<Frame, Fail> {
     if sample.is_empty() {
         return Err(Fail::Corrupt("the AV1 sample is empty".into()));
     }
+    quiet_caught_panics();
+    let _decoding = Decoding::enter();
     // rav1d is memory-safe Rust; a malformed stream that trips one of its checks panics
     // rather than reading out of bounds: that is a corrupt file here, not a crash (the vendored
     // rav1d's C API unwinds, see third_party/rav1d/VENDORED.md). The decoder's state lives out here so
