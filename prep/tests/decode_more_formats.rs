@@ -195,3 +195,69 @@ fn an_ico_with_tied_entries_opens_the_first_as_pil_does() {
         assert_eq!(img.as_raw().as_slice(), &[30, 20, 10], "{n} tied entries");
     }
 }
+
+/// An ICO whose largest entries tie on size but not on depth: PIL's stable sorts (depth
+/// ascending, then size descending) open the one of lower depth, whichever comes first in the
+/// file (Pillow 13.0.0 on these bytes, built the same way in Python: a 24-bit 1x1 entry and a
+/// 32-bit one give the 24-bit entry's pixel in both orders; a 1x1 then a 2x2 gives the 2x2).
+#[test]
+fn an_ico_with_entries_of_one_size_opens_the_lowest_depth_as_pil_does() {
+    let bmp = |bgr: [u8; 3], bpp: u16, side: i32| {
+        let mut v = Vec::new();
+        v.extend_from_slice(&40u32.to_le_bytes());
+        v.extend_from_slice(&side.to_le_bytes());
+        v.extend_from_slice(&(2 * side).to_le_bytes()); // height doubled (the AND mask)
+        v.extend_from_slice(&1u16.to_le_bytes());
+        v.extend_from_slice(&bpp.to_le_bytes());
+        v.resize(40, 0);
+        for _ in 0..side {
+            let mut row = Vec::new();
+            for _ in 0..side {
+                row.extend_from_slice(&bgr);
+                if bpp == 32 {
+                    row.push(255);
+                }
+            }
+            row.resize(row.len().div_ceil(4) * 4, 0);
+            v.extend_from_slice(&row);
+        }
+        v.extend(std::iter::repeat_n(0u8, 4 * side as usize)); // the AND mask's rows
+        v
+    };
+    let ico = |entries: &[(i32, u16, [u8; 3])]| {
+        let images: Vec<Vec<u8>> = entries.iter().map(|&(s, b, c)| bmp(c, b, s)).collect();
+        let mut ico = vec![0, 0, 1, 0, entries.len() as u8, 0];
+        let mut at = 6 + 16 * entries.len();
+        for (img, &(side, bpp, _)) in images.iter().zip(entries) {
+            ico.extend_from_slice(&[side as u8, side as u8, 0, 0, 1, 0]);
+            ico.extend_from_slice(&bpp.to_le_bytes());
+            ico.extend_from_slice(&(img.len() as u32).to_le_bytes());
+            ico.extend_from_slice(&(at as u32).to_le_bytes());
+            at += img.len();
+        }
+        images.iter().for_each(|img| ico.extend_from_slice(img));
+        ico
+    };
+    for (entries, size, pixel) in [
+        (
+            vec![(1, 24, [10, 20, 30]), (1, 32, [40, 50, 60])],
+            1,
+            [30, 20, 10],
+        ),
+        (
+            vec![(1, 32, [10, 20, 30]), (1, 24, [40, 50, 60])],
+            1,
+            [60, 50, 40],
+        ),
+        (
+            vec![(1, 32, [10, 20, 30]), (2, 32, [40, 50, 60])],
+            2,
+            [60, 50, 40],
+        ),
+    ] {
+        let img = load_image(&src("depth.ico", ico(&entries)), &DecodeOptions::default())
+            .unwrap_or_else(|e| panic!("{entries:?}: {e}"));
+        assert_eq!(img.dimensions(), (size, size), "{entries:?}");
+        assert_eq!(&img.as_raw()[..3], &pixel, "{entries:?}");
+    }
+}
