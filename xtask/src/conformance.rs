@@ -109,6 +109,17 @@ pub fn run(args: &[String]) -> Result<bool> {
         secs: t0.elapsed().as_secs_f64(),
     });
 
+    // 1b. no source file of ours over the size limit (cheap: counts lines)
+    let t0 = Instant::now();
+    let t = crate::tree::check(&root)?;
+    ok &= t.ok;
+    rows.push(Row {
+        step: "tree".into(),
+        status: if t.ok { "pass" } else { "FAIL" },
+        detail: t.line,
+        secs: t0.elapsed().as_secs_f64(),
+    });
+
     // 2. the workspace tests, in release (the full-geometry tests need it; one build serves step 3)
     let t0 = Instant::now();
     let mut cmd = cargo();

@@ -6,6 +6,7 @@
 //! - `cargo xtask conformance [--backend cpu|gpu]`: fixtures --check, the workspace tests in
 //!   release, then `glm5v conformance`; one summary table; non-zero on any failure.
 //! - `cargo xtask fixtures --check`: the committed fixtures match their manifests (no Python).
+//! - `cargo xtask tree`: no source file of ours over 1200 lines (tests aside).
 //! - `cargo xtask bench prep|cpu`: benchmarks against upstream (needs the Python venv).
 //! - `cargo xtask docs-check`: the README's and docs' blocks marked `check` still run.
 //! - `cargo xtask mutants-lite`: deliberate mistakes in a scratch copy; the fixtures must catch each.
@@ -17,6 +18,7 @@ mod fixtures;
 mod fuzz;
 mod mutants;
 mod sanitize;
+mod tree;
 mod util;
 
 use std::process::ExitCode;
@@ -39,6 +41,8 @@ tasks:
                                     (asan-prep, asan-reference, asan-kernels, asan-fuzz,
                                     tsan-prep; minutes each)
   fixtures --check                  verify committed fixtures against their manifests
+  tree                              no source file of ours over 1200 lines (tests aside;
+                                    third_party/ and target/ skipped)
   docs-check [--list]               run the README's and docs/'s code blocks marked `check`
                                     (cheap commands on the fixtures, the Rust example, Python)
   bench python [OPTIONS]            python -m glm5v.bench: the Python package's processor against
@@ -59,6 +63,7 @@ fn main() -> ExitCode {
         Some("docs-check") => docs_check::run(&args[1..]),
         Some("fuzz") => fuzz_cmd(&args[1..]),
         Some("sanitize") => sanitize::run(&util::repo_root(), &args[1..]),
+        Some("tree") => tree::run(&args[1..]),
         Some("-h" | "--help" | "help") => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
