@@ -79,6 +79,19 @@ fn sized<F: Real>(buf: &mut Vec<F>, len: usize) -> &mut [F] {
     buf.as_mut_slice()
 }
 
+/// The load warning of the bf16 mode on a CPU (or a `GLM5V_CPU_ISA` level) without bf16
+/// arithmetic: there its products run on the f32 kernels after rounding their inputs, so the
+/// mode costs the f32 mode's time and more (the rounding pass) and is less accurate.
+fn bf16_warning(isa: crate::kernels::isa::Isa) -> Option<String> {
+    (isa < crate::kernels::isa::Isa::Avx512Bf16).then(|| {
+        format!(
+            "bf16 asked for on a CPU without bf16 arithmetic (instruction set {isa}: no \
+             AVX512-BF16, no AMX): its products run on the f32 kernels with bf16-rounded \
+             inputs, no faster than f32 and less accurate; f32 is the better choice here"
+        )
+    })
+}
+
 /// The reference tower on the CPU, computing in `F` (f32: upstream's f32 path; f64: tighter).
 pub struct CpuTower<F: Real> {
     /// The norms, biases and config (the `Linear` weight arrays are moved into `lin`).
@@ -186,7 +199,10 @@ impl<F: Real> CpuTower<F> {
 
     /// The tower from weights whose `Linear` arrays were packed into `packed`, in
     /// [`TowerWeights::load_with`]'s order.
-    fn from_packed(weights: TowerWeights<F>, packed: Vec<LinearWeight<F>>, bf16: bool) -> Self {
+    fn from_packed(mut weights: TowerWeights<F>, packed: Vec<LinearWeight<F>>, bf16: bool) -> Self {
+        if bf16 && let Some(w) = bf16_warning(crate::kernels::isa::isa()) {
+            weights.warnings.push(w);
+        }
         assert_eq!(
             packed.len(),
             4 * weights.blocks.len() + 5,
@@ -570,5 +586,46 @@ impl<F: Real> Tower for CpuTower<F> {
         // the pool's threads spin between the forward's loops instead of sleeping (team.rs)
         let out = team::with_team(|| self.forward_f(pixel_values, grid_thw, &mut taps));
         Ok(to_f32(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::isa::Isa;
+
+    #[test]
+    fn bf16_without_bf16_arithmetic_is_warned_naming_the_level() {
+        for isa in [Isa::Generic, Isa::Avx512] {
+            let w = bf16_warning(isa).expect("a warning below avx512-bf16");
+            assert!(
+                w.contains(&format!("instruction set {}", isa.name())),
+                "{w}"
+            );
+            assert!(w.contains("no AVX512-BF16, no AMX"), "{w}");
+        }
+        assert_eq!(bf16_warning(Isa::Avx512Bf16), None);
+        assert_eq!(bf16_warning(Isa::Amx), None);
+    }
+
+    #[test]
+    fn the_bf16_tower_carries_the_warning_exactly_when_the_cpu_lacks_bf16() {
+        let cfg = crate::synth::Preset::Tiny.config();
+        let lacks = crate::kernels::isa::isa() < Isa::Avx512Bf16;
+        let tw = TowerWeights::<f32>::from_fn(&cfg, |_, v| v.fill(0.5)).expect("tiny weights");
+        let f32_tower = CpuTower::new(tw.clone());
+        assert!(f32_tower.warnings().iter().all(|w| !w.contains("bf16")));
+        let bf16_tower = CpuTower::new_bf16(tw);
+        let warned = bf16_tower
+            .warnings()
+            .iter()
+            .any(|w| w.contains("without bf16"));
+        assert_eq!(warned, lacks, "{:?}", bf16_tower.warnings());
+        // describe() names the instruction set the kernels use
+        assert!(
+            bf16_tower
+                .describe()
+                .contains(crate::kernels::isa::isa().name())
+        );
     }
 }
