@@ -24,7 +24,8 @@ pub struct TokenArgs {
 /// What `embed` reads.
 #[derive(clap::Args, Clone, Debug)]
 pub struct InputArgs {
-    /// Images: paths or data URIs (data:image/png;base64,...), concatenated in order.
+    /// Images: paths, directories (searched recursively by image extension), @LIST (a file of
+    /// paths, one a line; @- reads standard input) or data URIs (data:image/png;base64,...), in order.
     #[arg(value_name = "IMAGE", conflicts_with = "pixels")]
     pub images: Vec<String>,
     /// Video files (MP4, MKV, WebM, AVI, ...; decoded, sampled at 2 fps and paired as upstream's
@@ -52,7 +53,6 @@ pub struct Batch {
     pub pixel_values: Array2<f32>,
     pub grids: Vec<Grid>,
     pub images: usize,
-    pub videos: usize,
     /// One name per grid row, for messages and output metadata.
     pub names: Vec<String>,
 }
@@ -175,7 +175,6 @@ impl Batch {
             pixel_values,
             grids,
             images,
-            videos,
             names,
         }
     }

@@ -1,11 +1,12 @@
 //! `glm5v`: the command line of the GLM-5.3-Flash vision tower port.
 //!
 //! Exit codes: 0 success, 1 a comparison or conformance check failed, 2 bad usage or bad input
-//! (the message names the input). Every output file is written to a temporary file next to its
+//! (the message names the input), 3 a corpus run in which some inputs failed (their rows say why). Every output file is written to a temporary file next to its
 //! destination and renamed into place, so a failed run never leaves a partial file.
 
 mod backend;
 mod cmd;
+mod corpus;
 mod inputs;
 mod out;
 
@@ -22,7 +23,8 @@ use std::process::ExitCode;
         tower on the CPU reference or the GPU (embed), make synthetic checkpoints (synth), compare tap \
         dumps tap by tap against upstream or another backend (diff, conformance), find the stage that \
         adds drift between two backends (bisect), and time it all against upstream (bench).\n\n\
-        Exit codes: 0 ok, 1 a comparison failed, 2 usage or input error."
+        Exit codes: 0 ok, 1 a comparison failed, 2 usage or input error, 3 a corpus run (embed --out \
+        X.parquet) in which some inputs failed."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -48,6 +50,8 @@ pub enum Failure {
     Verdict,
     /// Bad usage or input, or the work could not run (exit 2).
     Error(anyhow::Error),
+    /// A corpus run finished, but some inputs failed; their rows say why (exit 3).
+    Partial,
 }
 
 impl<E: Into<anyhow::Error>> From<E> for Failure {
@@ -90,6 +94,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Verdict) => ExitCode::from(1),
+        Err(Failure::Partial) => ExitCode::from(3),
         Err(Failure::Error(e)) => {
             eprintln!("glm5v: error: {}", one_line(&e));
             ExitCode::from(2)

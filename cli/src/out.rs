@@ -81,3 +81,52 @@ pub fn write_bytes(dest: &Path, bytes: &[u8]) -> Result<()> {
     }
     staged.commit()
 }
+
+/// Writes `glm5v embed`'s safetensors file: `embeddings` [tokens, hidden] F32, the grids
+/// (`image_grid_thw`, and `video_grid_thw` when there are videos) as I64 [n, 3], and the
+/// metadata (producer, version, precision, checkpoint, one item per input).
+#[allow(clippy::too_many_arguments)]
+pub fn write_embeddings(
+    dest: &Path,
+    values: &[f32],
+    hidden: usize,
+    image_grids: &[i64],
+    video_grids: &[i64],
+    items: Vec<serde_json::Value>,
+    precision: &str,
+    checkpoint: &str,
+) -> Result<()> {
+    use safetensors::Dtype;
+    use safetensors::tensor::TensorView;
+    let rows = values.len() / hidden.max(1);
+    let e_bytes: &[u8] = bytemuck::cast_slice(values);
+    let img: Vec<u8> = image_grids.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let vid: Vec<u8> = video_grids.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut views = vec![(
+        "embeddings".to_string(),
+        TensorView::new(Dtype::F32, vec![rows, hidden], e_bytes)?,
+    )];
+    if !image_grids.is_empty() || video_grids.is_empty() {
+        views.push((
+            "image_grid_thw".into(),
+            TensorView::new(Dtype::I64, vec![image_grids.len() / 3, 3], &img)?,
+        ));
+    }
+    if !video_grids.is_empty() {
+        views.push((
+            "video_grid_thw".into(),
+            TensorView::new(Dtype::I64, vec![video_grids.len() / 3, 3], &vid)?,
+        ));
+    }
+    let mut meta = std::collections::HashMap::new();
+    meta.insert("producer".to_string(), "glm5v".to_string());
+    meta.insert("version".to_string(), env!("CARGO_PKG_VERSION").to_string());
+    meta.insert("precision".to_string(), precision.to_string());
+    meta.insert("checkpoint".to_string(), checkpoint.to_string());
+    meta.insert(
+        "items".to_string(),
+        serde_json::Value::Array(items).to_string(),
+    );
+    let bytes = safetensors::serialize(views, Some(meta))?;
+    write_bytes(dest, &bytes)
+}

@@ -38,8 +38,12 @@ use std::time::{Duration, Instant};
 /// How the batcher packs and how much it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatcherOptions {
-    /// Most merged tokens (output rows) in one forward. An input priced over it is refused.
+    /// Most merged tokens (output rows) in one forward. An input priced over it is refused,
+    /// unless `solo_over_budget`.
     pub max_batch_tokens: usize,
+    /// Run an input priced over `max_batch_tokens` in a forward of its own instead of refusing
+    /// it (a corpus run: its memory is then bounded by the processor's largest image).
+    pub solo_over_budget: bool,
     /// Threads that decode and preprocess inputs, apart from the forward's threads.
     pub decode_threads: usize,
     /// Most merged tokens decoded and waiting for a forward (their `pixel_values` are the
@@ -54,6 +58,7 @@ impl BatcherOptions {
     pub fn new(max_batch_tokens: usize, decode_threads: usize) -> Self {
         Self {
             max_batch_tokens,
+            solo_over_budget: false,
             decode_threads,
             max_ready_tokens: max_batch_tokens.saturating_mul(2),
         }
@@ -117,7 +122,8 @@ pub enum JobError {
     /// Its header or its pixels could not be read (the decoder's typed error).
     #[error("{0}")]
     Input(#[from] PrepError),
-    /// Its price is over the forward's budget: it could never run.
+    /// Its price is over the forward's budget: it could never run (without
+    /// `solo_over_budget`).
     #[error(
         "{tokens} tokens exceed the batch budget of {max_batch_tokens} tokens (max-batch-tokens)"
     )]
@@ -331,7 +337,7 @@ impl Batcher {
         done: impl FnOnce(JobResult) + Send + 'static,
     ) {
         let max = self.shared.options.max_batch_tokens;
-        if tokens > max {
+        if tokens > max && !self.shared.options.solo_over_budget {
             return done(Err(JobError::TooLarge {
                 tokens,
                 max_batch_tokens: max,

@@ -187,6 +187,21 @@ fn over_budget_and_cancelled_inputs_never_run() {
         }) => assert_eq!(t, tokens),
         other => panic!("expected TooLarge, got {other:?}"),
     }
+    // allowed to run alone, it runs alone and gives the same rows
+    let e = tiny(Precision::F32);
+    let mut o = BatcherOptions::new(20, 1);
+    o.solo_over_budget = true;
+    let solo = Batcher::new(vec![e.clone()], o).unwrap();
+    let big = ImageSource::Path(root().join("fixtures/tower/inputs/long_252x224.png"));
+    let small = ImageSource::Path(root().join("fixtures/tower/inputs/scene_112x112.png"));
+    let results = run_all(&solo, &[small.clone(), big.clone(), small.clone()]);
+    for (r, s) in results.into_iter().zip([&small, &big, &small]) {
+        let out = r.expect("runs");
+        assert!(same_bits(&out.embeddings, &alone(&e, s)));
+        if out.tokens() > 20 {
+            assert_eq!(out.batch_items, 1);
+        }
+    }
     let small = ImageSource::Path(root().join("fixtures/tower/inputs/scene_112x112.png"));
     let tokens = batcher.plan(&small).unwrap().tokens;
     let cancel = CancelToken::new();

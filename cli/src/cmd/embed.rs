@@ -1,92 +1,121 @@
 //! `glm5v embed`: images, video frames or a prepared pixel batch in, embeddings out.
+//!
+//! Image inputs (paths, directories, `@LIST`, data URIs) stream through the batcher
+//! (`crate::corpus`): a Parquet dataset for `--out NAME.parquet`, one safetensors file
+//! otherwise. `--pixels`, `--video` and `--taps` run one packed forward as before.
 
+use crate::backend::BackendArgs;
+use crate::corpus::{self, CorpusArgs, Outcome, RunInfo};
 use crate::inputs::{Batch, InputArgs};
-use crate::{CmdResult, out};
+use crate::{CmdResult, Failure, out};
 use anyhow::{Context, bail};
-use glm5v_reference::{DumpSink, EmbedOptions, Embedder, Precision, TapFilter, Threads};
+use glm5v_reference::{DumpSink, TapFilter};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use safetensors::Dtype;
-use safetensors::tensor::TensorView;
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
 /// Run the vision tower: images, video frames or a prepared pixel batch in, embeddings out.
 ///
-/// Writes `embeddings` [tokens, out_hidden_size] F32 and the grids (`image_grid_thw`, and
-/// `video_grid_thw` for videos) to a safetensors file; `--taps` also writes a tap dump
-/// (the tap-dump layout, README "File formats") that `glm5v diff` compares against upstream's.
+/// Images (paths, directories searched recursively by image extension, @LIST files of paths,
+/// @- for standard input, data URIs) are streamed: priced from their headers, packed into
+/// forwards of at most --batch-tokens, decoded ahead while the tower runs, written as each
+/// forward completes, in input order.
+///
+/// --out NAME.parquet writes a Parquet dataset directory (NAME.parquet/part-00000.parquet, ...;
+/// columns input, status, error, grid_thw, tokens, shape, embedding), a row per input: a bad
+/// input is a row with its error and the run goes on; a rerun into the same dataset skips the
+/// inputs already written (same path, size and mtime; --overwrite starts afresh). Exit 0 when
+/// every input was embedded, 3 when some failed, 2 on usage errors.
+///
+/// Any other --out is a safetensors file with `embeddings` [tokens, out_hidden_size] F32 and
+/// the grids (`image_grid_thw`, and `video_grid_thw` for videos), written only when every input
+/// succeeded; `--taps` also writes a tap dump (README "File formats") that `glm5v diff`
+/// compares against upstream's.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Checkpoint directory (config.json + model.safetensors or an index with shards).
-    #[arg(long, value_name = "DIR")]
-    model: PathBuf,
-    /// Where the tower runs: cpu (the reference) or gpu (CUDA device 0).
-    #[arg(long, default_value = "cpu", value_parser = ["cpu", "gpu"])]
-    backend: String,
-    /// Arithmetic: f32 (upstream's path; on the GPU its parity mode), f64 (the CPU oracle only),
-    /// bf16 (bf16 weights and product inputs, f32 accumulation: fastest on both backends).
-    /// Default: f32 on the CPU, bf16 on the GPU.
-    #[arg(long, value_parser = ["f32", "f64", "bf16"])]
-    precision: Option<String>,
+    #[command(flatten)]
+    backend: BackendArgs,
     /// Say which kernels ran (backend, precision, CPU instruction set) and how long it took.
     #[arg(short, long)]
     verbose: bool,
-    /// Worker threads (default: all cores, or RAYON_NUM_THREADS).
-    #[arg(long, value_name = "N")]
-    threads: Option<usize>,
     #[command(flatten)]
     input: InputArgs,
-    /// Output safetensors file for the embeddings.
+    /// Output: NAME.parquet (a Parquet dataset directory) or a safetensors file.
     #[arg(long, value_name = "FILE")]
     out: PathBuf,
-    /// Also write every tap (with the inputs) to this safetensors file.
+    /// Also write every tap (with the inputs) to this safetensors file (one packed forward).
     #[arg(long, value_name = "FILE")]
     taps: Option<PathBuf>,
+    #[command(flatten)]
+    corpus: CorpusArgs,
 }
 
 pub fn run(args: Args) -> CmdResult {
-    Ok(embed(args)?)
+    let parquet = args.out.extension().is_some_and(|e| e == "parquet");
+    let packed = args.input.pixels.is_some() || !args.input.video.is_empty() || args.taps.is_some();
+    if parquet && packed {
+        return Err(Failure::Error(anyhow::anyhow!(
+            "--out {} is a Parquet dataset of image inputs: --pixels, --video and --taps write safetensors files",
+            args.out.display()
+        )));
+    }
+    if packed {
+        return Ok(embed_packed(args)?);
+    }
+    match embed_stream(args, parquet)? {
+        Outcome::AllOk => Ok(()),
+        Outcome::SomeFailed => Err(Failure::Partial),
+    }
 }
 
-fn embed(mut args: Args) -> anyhow::Result<()> {
-    let precision = args
-        .precision
-        .take()
-        .unwrap_or_else(|| if args.backend == "gpu" { "bf16" } else { "f32" }.to_string());
-    let threads = match args.threads {
-        None => Threads::Global,
-        Some(0) => bail!("--threads must be at least 1"),
-        Some(n) => Threads::Count(n),
-    };
-    let embedder = if args.backend == "gpu" {
-        let precision = match precision.as_str() {
-            "bf16" => glm5v_gpu::Precision::Bf16,
-            "f32" => glm5v_gpu::Precision::F32,
-            _ => bail!(
-                "--precision f64 runs only on the CPU backend; the GPU computes in bf16 or f32"
-            ),
-        };
-        let tower = glm5v_gpu::GpuTower::load(&args.model, glm5v_gpu::GpuOptions { precision })
-            .with_context(|| format!("--backend gpu: loading {}", args.model.display()))?;
-        Embedder::from_tower(Box::new(tower), threads)?
-    } else {
-        let precision = Precision::parse(&precision)
-            .with_context(|| format!("--precision {precision}: not f32, f64 or bf16"))?;
-        Embedder::load(&args.model, EmbedOptions { precision, threads })
-            .with_context(|| format!("loading {}", args.model.display()))?
-    };
-    for w in embedder.warnings() {
-        eprintln!("glm5v: warning: {w}");
+fn embed_stream(args: Args, parquet: bool) -> anyhow::Result<Outcome> {
+    let inputs = corpus::list::expand(&args.input.images)?;
+    if inputs.is_empty() {
+        bail!(
+            "no input: give IMAGE paths, directories, @LIST files or data URIs, --video FILE..., or --pixels FILE"
+        );
     }
+    let b = &args.backend;
+    let mut embedder = b.load()?;
+    embedder.set_prep_options(
+        args.input
+            .tokens
+            .prep_options(Some(&b.model), &args.input.alpha)?,
+    );
     if args.verbose {
         eprintln!(
-            "glm5v: {} backend, {precision}: {}",
-            args.backend,
+            "glm5v: {} backend, {}: {}",
+            b.backend,
+            b.precision(),
             embedder.tower().describe()
         );
     }
-    let batch: Batch = args.input.load(Some(&args.model))?;
+    let info = RunInfo {
+        model: b.model.display().to_string(),
+        precision: b.precision(),
+        backend: b.backend.clone(),
+    };
+    if parquet {
+        corpus::to_parquet(embedder, inputs, &args.out, &args.corpus, &info)
+    } else {
+        corpus::to_safetensors(embedder, inputs, &args.out, &args.corpus, &info)?;
+        Ok(Outcome::AllOk)
+    }
+}
+
+/// One packed forward over everything (pixels, videos, or with taps).
+fn embed_packed(args: Args) -> anyhow::Result<()> {
+    let b = &args.backend;
+    let precision = b.precision();
+    let embedder = b.load()?;
+    if args.verbose {
+        eprintln!(
+            "glm5v: {} backend, {precision}: {}",
+            b.backend,
+            embedder.tower().describe()
+        );
+    }
+    let batch: Batch = args.input.load(Some(&b.model))?;
 
     let mut sink = match &args.taps {
         Some(p) => {
@@ -95,7 +124,7 @@ fn embed(mut args: Args) -> anyhow::Result<()> {
             let mut s = DumpSink::create(p, TapFilter::all())
                 .with_context(|| format!("cannot write {}", p.display()))?;
             s.set_metadata("precision", &precision);
-            s.set_metadata("checkpoint", &args.model.display().to_string());
+            s.set_metadata("checkpoint", &b.model.display().to_string());
             s.set_metadata(
                 "producer",
                 &format!("glm5v {}", embedder.tower().describe()),
@@ -146,9 +175,7 @@ fn embed(mut args: Args) -> anyhow::Result<()> {
         );
     }
 
-    // embeddings + grids, all at once
     let e = emb.embeddings.as_standard_layout();
-    let e_bytes: &[u8] = bytemuck::cast_slice(e.as_slice().expect("standard layout"));
     let img: Vec<i64> = batch
         .image_grids()
         .flat_map(|g| g.map(|v| v as i64))
@@ -157,24 +184,6 @@ fn embed(mut args: Args) -> anyhow::Result<()> {
         .video_grids()
         .flat_map(|g| g.map(|v| v as i64))
         .collect();
-    let img_bytes: Vec<u8> = img.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let vid_bytes: Vec<u8> = vid.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let mut views = vec![(
-        "embeddings".to_string(),
-        TensorView::new(Dtype::F32, vec![e.nrows(), e.ncols()], e_bytes)?,
-    )];
-    if batch.images > 0 || batch.videos == 0 {
-        views.push((
-            "image_grid_thw".into(),
-            TensorView::new(Dtype::I64, vec![img.len() / 3, 3], &img_bytes)?,
-        ));
-    }
-    if batch.videos > 0 {
-        views.push((
-            "video_grid_thw".into(),
-            TensorView::new(Dtype::I64, vec![vid.len() / 3, 3], &vid_bytes)?,
-        ));
-    }
     let items: Vec<serde_json::Value> = emb
         .items
         .iter()
@@ -183,17 +192,16 @@ fn embed(mut args: Args) -> anyhow::Result<()> {
             serde_json::json!({"input": name, "grid_thw": s.grid, "token_offset": s.token_offset, "tokens": s.token_count})
         })
         .collect();
-    let mut meta = HashMap::new();
-    meta.insert("producer".to_string(), "glm5v".to_string());
-    meta.insert("version".to_string(), env!("CARGO_PKG_VERSION").to_string());
-    meta.insert("precision".to_string(), precision.clone());
-    meta.insert("checkpoint".to_string(), args.model.display().to_string());
-    meta.insert(
-        "items".to_string(),
-        serde_json::Value::Array(items).to_string(),
-    );
-    let bytes = safetensors::serialize(views, Some(meta))?;
-    out::write_bytes(&args.out, &bytes)?;
+    out::write_embeddings(
+        &args.out,
+        e.as_slice().expect("standard layout"),
+        e.ncols(),
+        &img,
+        &vid,
+        items,
+        &precision,
+        &b.model.display().to_string(),
+    )?;
     if let (Some(s), Some(dest)) = (sink, &args.taps) {
         s.finish()
             .with_context(|| format!("cannot write {}", dest.display()))?;
