@@ -4,12 +4,16 @@
 use crate::errors::{embed_err, prep_err, raise};
 use crate::inputs::extract;
 use crate::processor::prep_items;
+use crate::stream::{EmbedStream, PoolTower};
 use glm5v_prep::PrepOptions;
-use glm5v_reference::{EmbedOptions, Embedder, Grid, Precision, TapFilter, TapMap, Threads};
+use glm5v_reference::{
+    BatcherOptions, EmbedOptions, Embedder, Grid, Precision, TapFilter, TapMap, Threads,
+};
 use ndarray::ArrayView2;
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyIterator};
+use std::sync::Arc;
 
 /// One input's place in the output: `(grid, token_offset, token_count, prompt)`.
 type Span = ([usize; 3], usize, usize, String);
@@ -23,7 +27,8 @@ type EmbedOut<'py> = (
 
 #[pyclass(frozen, module = "glm5v._glm5v")]
 pub struct Embed {
-    inner: Embedder,
+    /// Shared with the batchers of `embed_many` streams (each runs on threads of its own).
+    inner: Arc<Embedder>,
     prep: PrepOptions,
     precision: &'static str,
 }
@@ -89,7 +94,7 @@ impl Embed {
         let mut inner = Embedder::from_tower(Box::new(tower), threads).map_err(embed_err)?;
         inner.set_prep_options(prep.clone());
         Ok(Embed {
-            inner,
+            inner: Arc::new(inner),
             prep,
             precision: name,
         })
@@ -187,7 +192,7 @@ impl Embed {
             crate::pool::detached(py, || Embedder::load(&model_dir, eo))?.map_err(embed_err)?;
         inner.set_prep_options(prep.clone());
         Ok(Embed {
-            inner,
+            inner: Arc::new(inner),
             prep,
             precision: precision.name(),
         })
@@ -269,5 +274,38 @@ impl Embed {
         // a copy: another Python thread may write to the array while the GIL is released
         let owned = pixel_values.as_array().to_owned();
         self.run(py, owned.view(), &grid_thw, taps)
+    }
+
+    /// Inputs (an iterable of tagged tuples, see `stream.rs`) -> a stream of per-input results
+    /// in input order, through a batcher of forwards of at most `batch_tokens` merged tokens.
+    /// At most `4 * batch_tokens` tokens and `window_items` inputs are held at a time.
+    #[pyo3(signature = (items, batch_tokens, decode_threads=2, window_items=256))]
+    fn embed_many(
+        &self,
+        items: &Bound<'_, PyAny>,
+        batch_tokens: usize,
+        decode_threads: usize,
+        window_items: usize,
+    ) -> PyResult<EmbedStream> {
+        if batch_tokens == 0 {
+            return Err(raise(
+                "OptionsError",
+                "batch_tokens must be at least 1".into(),
+            ));
+        }
+        if decode_threads == 0 {
+            return Err(raise(
+                "OptionsError",
+                "decode_threads must be at least 1".into(),
+            ));
+        }
+        let iter = PyIterator::from_object(items)?.unbind();
+        let tower = PoolTower(self.inner.clone());
+        let mut worker =
+            Embedder::from_tower(Box::new(tower), Threads::Global).map_err(embed_err)?;
+        worker.set_prep_options(self.prep.clone());
+        let options = BatcherOptions::new(batch_tokens, decode_threads);
+        let window = (batch_tokens.saturating_mul(4), window_items.max(1));
+        EmbedStream::start(Arc::new(worker), iter, options, window)
     }
 }

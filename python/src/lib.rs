@@ -9,6 +9,7 @@ mod options;
 mod pixels;
 mod pool;
 mod processor;
+mod stream;
 
 use pyo3::prelude::*;
 
@@ -16,6 +17,7 @@ use pyo3::prelude::*;
 fn _glm5v(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<processor::Prep>()?;
     m.add_class::<embed::Embed>()?;
+    m.add_class::<stream::EmbedStream>()?;
     m.add_function(wrap_pyfunction!(processor::expand_prompt, m)?)?;
     m.add_function(wrap_pyfunction!(processor::image_block_ids, m)?)?;
     m.add_function(wrap_pyfunction!(processor::image_block_text, m)?)?;

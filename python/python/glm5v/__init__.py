@@ -4,7 +4,9 @@
   ``Glm5NextVideoProcessor`` (5.23.0, torchvision backend), the same ``pixel_values`` bytes,
   computed without the GIL.
 - :class:`Embedder`: a checkpoint loaded once; images in, the embeddings that replace the
-  ``<|image|>`` placeholders out (the CPU oracle, f32 or f64).
+  ``<|image|>`` placeholders out (the CPU oracle, f32 or f64); :meth:`Embedder.embed_many`
+  streams a corpus in bounded memory. :mod:`glm5v.ray` (not imported here): ``EmbedBatch``
+  for Ray Data's ``map_batches``.
 - :func:`diff`, :mod:`glm5v.testing` (``assert_taps_close``), :mod:`glm5v.taps` (``record``,
   forward hooks on a PyTorch module): tap-by-tap comparison in the tap-dump layout.
 
@@ -25,7 +27,7 @@ from ._errors import (
 )
 from . import taps, testing
 from .diff import DiffReport, TapResult, diff
-from .embedder import Embedder, EmbedResult, ImageSpan
+from .embedder import EmbedItem, Embedder, EmbedResult, EmbedStream, ImageSpan
 from .processor import (
     BEGIN_OF_IMAGE,
     BEGIN_OF_IMAGE_ID,
@@ -55,6 +57,8 @@ __all__ = [
     "Embedder",
     "EmbedResult",
     "ImageSpan",
+    "EmbedItem",
+    "EmbedStream",
     "diff",
     "DiffReport",
     "TapResult",

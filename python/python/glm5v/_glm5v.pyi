@@ -1,6 +1,6 @@
 """Type stubs of the extension module (the Rust core). Use the public API of :mod:`glm5v`."""
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -33,9 +33,13 @@ class Embed:
         precision: str = "f32",
         threads: Optional[int] = None,
         options: Optional[Mapping[str, Any]] = None,
+        backend: str = "cpu",
     ) -> None: ...
     @property
     def precision(self) -> str: ...
+    @staticmethod
+    def has_gpu() -> bool: ...
+    def describe(self) -> str: ...
     def config_repr(self) -> str: ...
     def dims(self) -> Tuple[int, int, int]: ...
     def warnings(self) -> List[str]: ...
@@ -46,6 +50,24 @@ class Embed:
     def embed_pixels(
         self, pixel_values: npt.NDArray[np.float32], grid_thw: Sequence[Grid], taps: bool = False
     ) -> Tuple[npt.NDArray[np.float32], List[Span], List[Tuple[str, npt.NDArray[np.float32]]]]: ...
+    def embed_many(
+        self, items: Iterable[StreamItem], batch_tokens: int, decode_threads: int = 2, window_items: int = 256
+    ) -> EmbedStream: ...
+
+# What embed_many's input iterable yields (glm5v.embedder._stream_items): ("path" | "uri", name,
+# str) | ("bytes", name, bytes) | ("error", name, message).
+StreamItem = Tuple[str, str, Any]
+
+class EmbedStream:
+    """Per input, in input order: (index, input name, grid or None, float32 [tokens, hidden]
+    or None, error message or None, inputs in its forward or None). Raises what the input
+    iterable raised, after the results before it."""
+
+    def __iter__(self) -> EmbedStream: ...
+    def __next__(
+        self,
+    ) -> Tuple[int, str, Optional[Grid], Optional[npt.NDArray[np.float32]], Optional[str], Optional[int]]: ...
+    def close(self) -> None: ...
 
 def expand_prompt(
     text: str, image_grids: Sequence[Grid], videos: Sequence[Tuple[Grid, Sequence[float]]], merge_size: int

@@ -63,6 +63,11 @@ def _grids(image_grid_thw: Any) -> List[Tuple[int, int, int]]:
     return [(int(a), int(b), int(c)) for a, b, c in g]
 
 
+def _restore(cls: type, model_dir: Optional[str], kwargs: Dict[str, Any]) -> Any:
+    """Unpickling: the processor made again from its model directory and keywords."""
+    return cls(model_dir, **kwargs)
+
+
 class _Base:
     _video = False
 
@@ -70,6 +75,12 @@ class _Base:
         d = os.fspath(model_dir) if model_dir is not None else None
         self._core = _glm5v.Prep(d, kwargs, self._video)
         self._opts: Dict[str, Any] = json.loads(self._core.options_json())
+        # what unpickling makes it again from: the model directory (read again then) and the
+        # keywords given
+        self._args = (os.path.abspath(d) if d is not None else None, dict(kwargs))
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (_restore, (type(self), self._args[0], dict(self._args[1])))
 
     @classmethod
     def from_pretrained(cls, model_dir: PathLike, **kwargs: Any):
@@ -110,6 +121,8 @@ class ImageProcessor(_Base):
     Calls release the GIL and use the Rust thread pool for several images; one processor can
     be shared by any number of Python threads, and used in a child forked after it was made
     (the pool is rebuilt in the child; its size is ``RAYON_NUM_THREADS``, else one per core).
+    Picklable: unpickling reads the model directory again (its absolute path) with the same
+    keywords.
 
     >>> proc = ImageProcessor()
     >>> out = proc(images=["a.jpg", open("b.png", "rb").read()], return_tensors="np")
