@@ -30,9 +30,6 @@ use std::sync::{Arc, Mutex};
 /// Results sent ahead of the consumer (each holds one input's embeddings).
 const CHANNEL: usize = 4;
 
-/// How long a new stream lets the batcher's decoder threads start before its first input.
-const STARTUP: std::time::Duration = std::time::Duration::from_millis(50);
-
 /// A tower that runs another embedder's tower in this package's pool (and, when that embedder
 /// owns a pool, in that one, as `Embedder::embed_pixels` does).
 pub struct PoolTower(pub Arc<Embedder>);
@@ -218,16 +215,6 @@ fn work(
             return;
         }
     };
-    // A workaround for a start-up race of the batcher (reference/src/batcher.rs): each decoder
-    // runs its loop as an `install` job in a rayon pool of exactly `decode_threads` threads.
-    // When an input's parallel decode starts before every pool thread has taken its decoder
-    // job, a pool thread waiting inside that decode's `join` can take a pending decoder job
-    // from the injector and run the endless loop inside the decode: the decode never ends and
-    // the stream hangs (seen here with decode_threads=3 on a loaded two-core machine). Letting
-    // the pool threads take their jobs before the first input makes it rare, not impossible;
-    // the fix belongs in the batcher (decoders on threads of their own, `install` around each
-    // decode).
-    std::thread::sleep(STARTUP);
     let meta: Meta = Rc::default();
     let raised = Rc::new(RefCell::new(None));
     let inputs = PyInputs {

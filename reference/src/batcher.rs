@@ -278,7 +278,10 @@ impl Batcher {
         });
         let mut threads = Vec::new();
         // The decoders' own rayon pool: prep's parallel loops then never queue behind the
-        // forward's work in the global pool.
+        // forward's work in the global pool. The loops themselves run on plain threads and enter
+        // the pool for each decode only: a loop run inside the pool (`pool.install(decode_loop)`)
+        // let a pool thread waiting in a decode's join steal a not-yet-started loop, which never
+        // returns, and the decode never finished (seen on 2 cores: a corpus run hung for good).
         let pool = Arc::new(
             rayon::ThreadPoolBuilder::new()
                 .num_threads(options.decode_threads)
@@ -292,7 +295,7 @@ impl Batcher {
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("glm5v-decoder-{i}"))
-                    .spawn(move || pool.install(|| decode_loop(&shared)))
+                    .spawn(move || decode_loop(&shared, &pool))
                     .map_err(|e| BatcherError::Option(format!("decode thread: {e}")))?,
             );
         }
@@ -418,7 +421,7 @@ pub enum BatcherError {
     Option(String),
 }
 
-fn decode_loop(shared: &Shared) {
+fn decode_loop(shared: &Shared, pool: &rayon::ThreadPool) {
     loop {
         let job = {
             let mut st = shared.state.lock().expect("batcher state");
@@ -450,7 +453,9 @@ fn decode_loop(shared: &Shared) {
             continue;
         }
         let result = catch_unwind(AssertUnwindSafe(|| {
-            glm5v_prep::prep_images(std::slice::from_ref(&job.source), &shared.prep)
+            pool.install(|| {
+                glm5v_prep::prep_images(std::slice::from_ref(&job.source), &shared.prep)
+            })
         }));
         let timings = JobTimings {
             queue: started - job.submitted,

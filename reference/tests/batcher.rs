@@ -266,3 +266,38 @@ fn shutdown_finishes_what_was_submitted_and_refuses_the_rest() {
     assert!(rx.recv().unwrap());
     assert_eq!(batcher.in_flight(), 0);
 }
+
+/// Inputs submitted the moment the batcher starts, many times over, with more decoders than
+/// cores: every one is answered. Decoders once ran their loops inside their rayon pool, and a
+/// pool thread waiting in a decode's parallel loop could take a loop not yet started and never
+/// return from it (the input then hung for good; seen on two cores, about one start in a few).
+/// A hang fails here after 60 s instead of stalling the suite.
+#[test]
+fn inputs_at_start_up_are_answered() {
+    let e = tiny(Precision::F32);
+    let srcs = images();
+    for round in 0..40 {
+        let batcher = Batcher::new(vec![e.clone()], BatcherOptions::new(4096, 4)).unwrap();
+        let (tx, rx) = mpsc::channel();
+        for s in &srcs {
+            let tokens = batcher.plan(s).unwrap().tokens;
+            let tx = tx.clone();
+            batcher.submit(s.clone(), tokens, CancelToken::new(), move |r| {
+                tx.send(r.is_ok()).unwrap()
+            });
+        }
+        drop(tx);
+        for k in 0..srcs.len() {
+            let ok = rx
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "round {round}: input {k} of {} unanswered after 60 s",
+                        srcs.len()
+                    )
+                });
+            assert!(ok, "round {round}: a fixture failed");
+        }
+        batcher.shutdown();
+    }
+}
