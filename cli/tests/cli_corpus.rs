@@ -12,8 +12,17 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The binary under coreutils' `timeout`: a run that hangs is killed after 300 s (exit 124, which
+/// every assertion on the exit code then names) instead of stalling the suite. wait4's usage of
+/// `timeout` covers the child it reaped, so peak RSS still reads the binary's.
+fn bin() -> Command {
+    let mut c = Command::new("timeout");
+    c.args(["--kill-after=10", "300", env!("CARGO_BIN_EXE_glm5v")]);
+    c
+}
+
 fn glm5v(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_glm5v"))
+    bin()
         .args(args)
         .current_dir(root())
         .output()
@@ -302,7 +311,7 @@ fn a_rerun_resumes_and_overwrite_starts_afresh() {
 fn safetensors_output_is_all_or_nothing_and_lists_come_from_stdin() {
     let d = scratch("st");
     let out = d.join("e.safetensors");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_glm5v"))
+    let mut child = bin()
         .args([
             "embed",
             "--model",
@@ -346,7 +355,7 @@ fn safetensors_output_is_all_or_nothing_and_lists_come_from_stdin() {
 /// Peak resident memory of a child run (ru_maxrss, KiB).
 fn peak_rss_kib(args: &[&str]) -> i64 {
     #[allow(clippy::zombie_processes)] // reaped by wait4 below
-    let child = Command::new(env!("CARGO_BIN_EXE_glm5v"))
+    let child = bin()
         .args(args)
         .current_dir(root())
         .stderr(Stdio::null())
@@ -387,6 +396,8 @@ fn peak_memory_is_flat_in_the_number_of_inputs() {
     };
     let small = measure(40);
     let large = measure(400);
+    // the embedder's own (timeout's alone is about 2 MiB): the measure reads the right process
+    assert!(small > 8 * 1024, "peak RSS of 40 inputs only {small} KiB");
     assert!(
         (large as f64) <= 1.3 * small as f64,
         "peak RSS grew with the inputs: 40 inputs {small} KiB, 400 inputs {large} KiB"
