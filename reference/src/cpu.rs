@@ -79,6 +79,42 @@ fn sized<F: Real>(buf: &mut Vec<F>, len: usize) -> &mut [F] {
     buf.as_mut_slice()
 }
 
+/// The block products whose inputs the bf16 mode takes at an IEEE half's precision instead of
+/// bf16 (see [`LinearWeight::with_half_inputs`]), as the GPU's bf16 mode does:
+/// `GLM5V_CPU_BF16_HALF` = a comma list of `qkv`, `proj`, `gate_up`, `down`, or `all`; unset (or
+/// `none`), none. Off by default because it costs what it gains: on the AVX512-BF16 panels each
+/// such product runs twice (tower/full's worst error 1.90e-2 -> 1.03e-2, the GPU's 1.06e-2; the
+/// 32x32 forward 3.7 s -> 7.3 s on 2 Zen 5 cores, slower than the f32 mode), and on AMX the tiles
+/// keep bf16 inputs. With the products, the warnings to add at load (unknown names; AMX).
+fn half_input_products(isa: crate::kernels::isa::Isa) -> (Vec<&'static str>, Vec<String>) {
+    const ALL: [&str; 4] = ["qkv", "proj", "gate_up", "down"];
+    let Ok(v) = std::env::var("GLM5V_CPU_BF16_HALF") else {
+        return (Vec::new(), Vec::new());
+    };
+    let words: Vec<&str> = v
+        .split(',')
+        .map(str::trim)
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut warnings: Vec<String> = words
+        .iter()
+        .filter(|w| !ALL.contains(w) && !["all", "none"].contains(w))
+        .map(|w| {
+            format!("GLM5V_CPU_BF16_HALF: unknown product `{w}` (known: qkv, proj, gate_up, down, all, none)")
+        })
+        .collect();
+    let on: Vec<&'static str> = ALL
+        .into_iter()
+        .filter(|p| words.iter().any(|w| w == p || *w == "all"))
+        .collect();
+    if !on.is_empty() && isa == crate::kernels::isa::Isa::Amx {
+        warnings.push(
+            "GLM5V_CPU_BF16_HALF has no effect on AMX: the tiles take bf16 inputs".to_string(),
+        );
+    }
+    (on, warnings)
+}
+
 /// The load warning of the bf16 mode on a CPU (or a `GLM5V_CPU_ISA` level) without bf16
 /// arithmetic: there its products run on the f32 kernels after rounding their inputs, so the
 /// mode costs the f32 mode's time and more (the rounding pass) and is less accurate.
@@ -211,12 +247,19 @@ impl<F: Real> CpuTower<F> {
         let mut it = packed.into_iter();
         let mut next = || it.next().expect("counted above");
         let patch = next();
+        // block products that take half-precision inputs in the bf16 mode, as on the GPU
+        let (half, half_warnings) = if bf16 {
+            half_input_products(crate::kernels::isa::isa())
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        weights.warnings.extend(half_warnings);
         let blocks = (0..weights.blocks.len())
             .map(|_| BlockLinears {
-                qkv: next(),
-                proj: next(),
-                gate_up: next(),
-                down: next(),
+                qkv: next().with_half_inputs(half.contains(&"qkv")),
+                proj: next().with_half_inputs(half.contains(&"proj")),
+                gate_up: next().with_half_inputs(half.contains(&"gate_up")),
+                down: next().with_half_inputs(half.contains(&"down")),
             })
             .collect();
         let lin = Linears {
