@@ -22,11 +22,7 @@ fn bin() -> Command {
 }
 
 fn glm5v(args: &[&str]) -> Output {
-    bin()
-        .args(args)
-        .current_dir(root())
-        .output()
-        .unwrap()
+    bin().args(args).current_dir(root()).output().unwrap()
 }
 
 fn scratch(name: &str) -> PathBuf {

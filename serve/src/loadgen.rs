@@ -50,6 +50,25 @@ impl LoadReport {
         self.statuses.values().sum::<usize>() + self.transport_errors + self.skipped
     }
 
+    /// The errors and what they were: `0`, or e.g. `3 (2x 504, 1 no answer)`.
+    pub fn errors_described(&self) -> String {
+        let mut parts: Vec<String> = self
+            .statuses
+            .iter()
+            .map(|(s, n)| format!("{n}x {s}"))
+            .collect();
+        if self.transport_errors > 0 {
+            parts.push(format!("{} no answer", self.transport_errors));
+        }
+        if self.skipped > 0 {
+            parts.push(format!("{} not sent (all in flight)", self.skipped));
+        }
+        match parts.is_empty() {
+            true => "0".into(),
+            false => format!("{} ({})", self.errors(), parts.join(", ")),
+        }
+    }
+
     /// The `p`-quantile (0..=1) of the successful latencies, nearest rank.
     pub fn quantile(&self, p: f64) -> Option<Duration> {
         let mut v = self.latencies.clone();

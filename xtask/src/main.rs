@@ -47,10 +47,12 @@ tasks:
                                     (cheap commands on the fixtures, the Rust example, Python)
   bench python [OPTIONS]            python -m glm5v.bench: the Python package's processor against
                                     upstream's in one process (builds the wheel; python/bench.sh)
-  bench prep|cpu|gpu [OPTIONS]      glm5v bench: ours against upstream transformers (needs the
+  bench prep|cpu|gpu|serve|corpus [OPTIONS]
+                                    glm5v bench: ours against upstream transformers (needs the
                                     venv: $GLM5V_VENV or /work/venv with torch, else a python3
                                     with torch; else skipped); gpu: CUDA device, else skipped;
-                                    `bench --backend gpu` is the same as `bench gpu`
+                                    serve: the HTTP service under load; corpus: a directory into
+                                    Parquet; `bench --backend gpu` is the same as `bench gpu`
 ";
 
 fn main() -> ExitCode {

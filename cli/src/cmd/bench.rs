@@ -19,6 +19,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 mod cpu;
+mod load;
 
 const SCRIPT: &str = include_str!("../../scripts/bench_upstream.py");
 
@@ -34,11 +35,17 @@ const SCRIPT: &str = include_str!("../../scripts/bench_upstream.py");
 /// forward on CUDA, eager and under `torch.compile`, same weights and pixels, for the --cases
 /// (default: one 1008x1008 image, 16 448x448 images in one packed batch, one 112x112 image, one
 /// 2016x3024 image); reports TFLOP/s and one JSON line per case. Skipped without a CUDA device.
+/// serve: `glm5v serve` against upstream served by a stdlib ThreadingHTTPServer (processor +
+/// model per request), 448x448 photos under a loopback load at --concurrency, sides taking
+/// turns; then a fixed rate; with --sustain S our server alone for S s with its RSS sampled.
+/// corpus: `glm5v embed DIR --out x.parquet` over --count photos of mixed sizes and formats
+/// against upstream's loop (processor + model over batches of --batch, results in memory).
+/// serve and corpus take `--backend cpu|gpu` for the side they run on.
 /// `--backend cpu|gpu` is another spelling of the cpu / gpu benchmark.
 #[derive(clap::Args)]
 pub struct Args {
     /// What to measure (or give --backend cpu|gpu instead).
-    #[arg(value_parser = ["prep", "cpu", "gpu"], required_unless_present = "backend")]
+    #[arg(value_parser = ["prep", "cpu", "gpu", "serve", "corpus"], required_unless_present = "backend")]
     what: Option<String>,
     /// The tower benchmark to run: `--backend gpu` is `bench gpu`, `--backend cpu` is `bench cpu`.
     #[arg(long, value_parser = ["cpu", "gpu"])]
@@ -75,13 +82,35 @@ pub struct Args {
     /// cpu, gpu: seed of the synthetic weights (without --model); gpu: of the random pixels too.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// serve: clients of the closed loop (and most requests in flight at a fixed rate).
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// serve: seconds of load per turn and side.
+    #[arg(long, default_value_t = 30.0)]
+    duration: f64,
+    /// serve, corpus: turns per side (the sides alternate).
+    #[arg(long, default_value_t = 2)]
+    turns: usize,
+    /// serve: then our server alone for this many seconds, RSS sampled every second (0: skip).
+    #[arg(long, default_value_t = 0.0)]
+    sustain: f64,
+    /// corpus: photos to embed.
+    #[arg(long, default_value_t = 200)]
+    count: usize,
+    /// corpus: images per batch of upstream's loop.
+    #[arg(long, default_value_t = 8)]
+    batch: usize,
+    /// corpus: our --batch-tokens.
+    #[arg(long, default_value_t = 2048)]
+    batch_tokens: usize,
 }
 
 impl Args {
     /// The benchmark asked for: the positional `what`, else `--backend`.
     fn what(&self) -> anyhow::Result<&str> {
         match (self.what.as_deref(), self.backend.as_deref()) {
-            (Some(w), Some(b)) if w != b => {
+            // serve and corpus run on either backend
+            (Some(w), Some(b)) if w != b && !matches!(w, "serve" | "corpus") => {
                 bail!("`bench {w}` and `--backend {b}` disagree: give one of them")
             }
             (Some(w), _) => Ok(w),
@@ -317,6 +346,17 @@ pub fn run(args: Args) -> CmdResult {
     }
     if what == "gpu" {
         return Ok(bench_gpu(&args)?);
+    }
+    if what == "serve" || what == "corpus" {
+        // our side runs without upstream's Python too (its columns are then missing)
+        let py = python(&args);
+        let dir = tempfile::Builder::new().prefix("glm5v-bench-").tempdir()?;
+        if what == "serve" {
+            load::bench_serve(&args, py.as_deref(), dir.path())?;
+        } else {
+            load::bench_corpus(&args, py.as_deref(), dir.path())?;
+        }
+        return Ok(());
     }
     let Some(py) = python(&args) else {
         println!(
