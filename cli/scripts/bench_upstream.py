@@ -60,19 +60,12 @@ def prep(reps, paths):
 def cpu(reps, model_dir, pixels, step=False, bf16=False):
     import torch
     from safetensors.torch import load_file
-    from transformers.models.glm5_next.configuration_glm5_next import Glm5NextVisionConfig
-    from transformers.models.glm5_next.modeling_glm5_next import Glm5NextVisionModel
 
     if bf16:
         # upstream's CPU bf16: the model in bf16 with SDPA, as `from_pretrained(dtype=bf16)`
         model = gpu_model(model_dir, "cpu")
     else:
-        cfg = json.load(open(f"{model_dir}/config.json"))
-        cfg = cfg.get("vision_config", cfg)
-        vc = Glm5NextVisionConfig(**cfg)
-        vc._attn_implementation = "eager"
-        model = Glm5NextVisionModel(vc).float().eval()
-        model.load_state_dict(load_visual_state_dict(model_dir, torch.float32), strict=True)
+        model = f32_model(model_dir)
     batches = load_file(pixels)
     k = 0
     while f"pixel_values.{k}" in batches:
@@ -129,6 +122,26 @@ def load_visual_state_dict(model_dir, dtype):
     for f in sorted(glob.glob(f"{model_dir}/*.safetensors")):
         sd.update({k[len(prefix):]: v.to(dtype) for k, v in load_file(f).items() if k.startswith(prefix)})
     return sd
+
+
+def f32_model(model_dir):
+    """Glm5NextVisionModel in f32 with eager attention on the CPU (upstream's default path),
+    weights from MODEL_DIR (strict)."""
+    import torch
+    from transformers.models.glm5_next.configuration_glm5_next import Glm5NextVisionConfig
+    from transformers.models.glm5_next.modeling_glm5_next import Glm5NextVisionModel
+
+    cfg = json.load(open(f"{model_dir}/config.json"))
+    vc = Glm5NextVisionConfig(**cfg.get("vision_config", cfg))
+    vc._attn_implementation = "eager"
+    model = Glm5NextVisionModel(vc).float().eval()
+    model.load_state_dict(load_visual_state_dict(model_dir, torch.float32), strict=True)
+    return model
+
+
+def device_model(model_dir, device):
+    """The model a user runs on `device`: f32 eager on the CPU, bf16 SDPA elsewhere."""
+    return f32_model(model_dir) if device == "cpu" else gpu_model(model_dir, device)
 
 
 def gpu_model(model_dir, device):

@@ -20,7 +20,7 @@ def main():
     from transformers.image_utils import load_image
     from transformers.models.glm5_next.image_processing_glm5_next import Glm5NextImageProcessor
 
-    from bench_upstream import gpu_model, load_visual_state_dict, peak_rss_mb
+    from bench_upstream import device_model, peak_rss_mb
 
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
@@ -28,17 +28,7 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--device", default="cpu")
     a = ap.parse_args()
-    if a.device == "cpu":
-        from transformers.models.glm5_next.configuration_glm5_next import Glm5NextVisionConfig
-        from transformers.models.glm5_next.modeling_glm5_next import Glm5NextVisionModel
-
-        cfg = json.load(open(f"{a.model}/config.json"))
-        vc = Glm5NextVisionConfig(**cfg.get("vision_config", cfg))
-        vc._attn_implementation = "eager"
-        model = Glm5NextVisionModel(vc).float().eval()
-        model.load_state_dict(load_visual_state_dict(a.model, torch.float32), strict=True)
-    else:
-        model = gpu_model(a.model, a.device)
+    model = device_model(a.model, a.device)
     proc = Glm5NextImageProcessor()
     paths = sorted(p for p in glob.glob(os.path.join(a.dir, "**", "*"), recursive=True) if os.path.isfile(p))
     start = time.perf_counter()

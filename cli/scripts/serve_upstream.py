@@ -29,24 +29,14 @@ def main():
     from PIL import Image
     from transformers.models.glm5_next.image_processing_glm5_next import Glm5NextImageProcessor
 
-    from bench_upstream import gpu_model, load_visual_state_dict
+    from bench_upstream import device_model
 
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--port", type=int, default=0)
     a = ap.parse_args()
-    if a.device == "cpu":
-        from transformers.models.glm5_next.configuration_glm5_next import Glm5NextVisionConfig
-        from transformers.models.glm5_next.modeling_glm5_next import Glm5NextVisionModel
-
-        cfg = json.load(open(f"{a.model}/config.json"))
-        vc = Glm5NextVisionConfig(**cfg.get("vision_config", cfg))
-        vc._attn_implementation = "eager"
-        model = Glm5NextVisionModel(vc).float().eval()
-        model.load_state_dict(load_visual_state_dict(a.model, torch.float32), strict=True)
-    else:
-        model = gpu_model(a.model, a.device)
+    model = device_model(a.model, a.device)
     proc = Glm5NextImageProcessor()
     lock = threading.Lock()
 
