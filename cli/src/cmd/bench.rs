@@ -148,9 +148,13 @@ fn python(args: &Args) -> Option<PathBuf> {
     imports_torch(&py3).then_some(py3)
 }
 
+/// The median (NaN of none).
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
     if n % 2 == 1 {
         v[n / 2]
     } else {
@@ -325,12 +329,17 @@ fn secs(ms: &[f64]) -> String {
 
 /// Peak resident memory of this process in MB, and a reset of that mark (Linux; `None` elsewhere).
 fn peak_rss_mb() -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    proc_status_mb("self", "VmHWM:")
+}
+
+/// A kB field of `/proc/PID/status` (`VmRSS:`, `VmHWM:`, ...) in MB; `None` where unreadable.
+fn proc_status_mb(pid: &str, field: &str) -> Option<f64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kb: f64 = s
         .lines()
-        .find(|l| l.starts_with("VmHWM:"))?
+        .find_map(|l| l.strip_prefix(field))?
         .split_whitespace()
-        .nth(1)?
+        .next()?
         .parse()
         .ok()?;
     Some(kb / 1024.0)

@@ -132,27 +132,11 @@ async fn wait_ready(url: &str, ready: &str) -> Result<()> {
 
 /// VmRSS and VmHWM of a process, MB.
 fn rss_mb(pid: u32) -> Option<(f64, f64)> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        s.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-            .map(|kb| kb / 1024.0)
-    };
-    Some((field("VmRSS:")?, field("VmHWM:")?))
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+    let pid = pid.to_string();
+    Some((
+        super::proc_status_mb(&pid, "VmRSS:")?,
+        super::proc_status_mb(&pid, "VmHWM:")?,
+    ))
 }
 
 fn ms(d: Option<Duration>) -> String {
@@ -187,12 +171,12 @@ impl Side {
 }
 
 fn line(name: &str, mode: &str, reps: &[f64], r: &LoadReport, hwm: Option<f64>) -> String {
-    let mut v = reps.to_vec();
+    let v = reps.to_vec();
     let lo = v.iter().cloned().fold(f64::INFINITY, f64::min);
     let hi = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
     format!(
         "| {name} | {mode} | {:.2} ({lo:.2}-{hi:.2}) | {} | {} | {} | {} | {} |",
-        median(&mut v),
+        super::median(v),
         ms(r.quantile(0.5)),
         ms(r.quantile(0.95)),
         ms(r.quantile(0.99)),
@@ -298,8 +282,7 @@ pub fn bench_serve(args: &Args, py: Option<&Path>, dir: &Path) -> Result<()> {
             let hwm = rss_mb(s.pid).map(|r| r.1);
             println!("{}", line(s.name, &format!("closed, c={}", args.concurrency), &reps, &s.pooled(), hwm));
             if ours_rate == 0.0 {
-                let mut r = reps.clone();
-                ours_rate = median(&mut r);
+                ours_rate = super::median(reps.clone());
             }
         }
         // fixed rate: 80% of our closed-loop images/s, the same for both
@@ -466,19 +449,19 @@ pub fn bench_corpus(args: &Args, py: Option<&Path>, dir: &Path) -> Result<()> {
     println!("| --- | --- | --- |");
     println!(
         "| glm5v embed DIR --out x.parquet | {:.2} ({}) | {ours_rss:.0} ({} inputs: {q_rss:.0}) |",
-        median(&mut ours_ips.clone()),
+        super::median(ours_ips.clone()),
         range(&ours_ips),
         args.count / 4
     );
     if !up_ips.is_empty() {
         println!(
             "| upstream loop (processor + model, results in memory) | {:.2} ({}) | {up_rss:.0} |",
-            median(&mut up_ips.clone()),
+            super::median(up_ips.clone()),
             range(&up_ips)
         );
         println!(
             "ratio (ours / upstream, medians): {:.2}x",
-            median(&mut ours_ips.clone()) / median(&mut up_ips.clone())
+            super::median(ours_ips.clone()) / super::median(up_ips.clone())
         );
     }
     Ok(())
