@@ -82,6 +82,23 @@ fn run_all(batcher: &Batcher, srcs: &[ImageSource]) -> Vec<JobResult> {
         .collect()
 }
 
+/// Submits every source, priced from its header; each answer sends whether it succeeded. The
+/// sender is returned too, for a caller that submits more.
+fn submit_all(
+    batcher: &Batcher,
+    srcs: &[ImageSource],
+) -> (mpsc::Sender<bool>, mpsc::Receiver<bool>) {
+    let (tx, rx) = mpsc::channel();
+    for s in srcs {
+        let tokens = batcher.plan(s).unwrap().tokens;
+        let tx = tx.clone();
+        batcher.submit(s.clone(), tokens, CancelToken::new(), move |r| {
+            tx.send(r.is_ok()).unwrap()
+        });
+    }
+    (tx, rx)
+}
+
 /// Random packings through the embedder directly (each packing a known composition) and through
 /// the batcher (whatever it packs), both precisions: every input's rows are the same bits.
 #[test]
@@ -249,14 +266,7 @@ fn shutdown_finishes_what_was_submitted_and_refuses_the_rest() {
     let e = tiny(Precision::F32);
     let batcher = Batcher::new(vec![e], BatcherOptions::new(4096, 2)).unwrap();
     let srcs = images();
-    let (tx, rx) = mpsc::channel();
-    for s in &srcs {
-        let tokens = batcher.plan(s).unwrap().tokens;
-        let tx = tx.clone();
-        batcher.submit(s.clone(), tokens, CancelToken::new(), move |r| {
-            tx.send(r.is_ok()).unwrap()
-        });
-    }
+    let (tx, rx) = submit_all(&batcher, &srcs);
     batcher.shutdown();
     let ok: Vec<bool> = rx.try_iter().collect();
     assert_eq!(ok, vec![true; srcs.len()]);
@@ -278,14 +288,7 @@ fn inputs_at_start_up_are_answered() {
     let srcs = images();
     for round in 0..40 {
         let batcher = Batcher::new(vec![e.clone()], BatcherOptions::new(4096, 4)).unwrap();
-        let (tx, rx) = mpsc::channel();
-        for s in &srcs {
-            let tokens = batcher.plan(s).unwrap().tokens;
-            let tx = tx.clone();
-            batcher.submit(s.clone(), tokens, CancelToken::new(), move |r| {
-                tx.send(r.is_ok()).unwrap()
-            });
-        }
+        let (tx, rx) = submit_all(&batcher, &srcs);
         drop(tx);
         for k in 0..srcs.len() {
             let ok = rx
