@@ -47,8 +47,8 @@ pub struct Args {
     /// Seconds the drain after SIGTERM may take before the server stops anyway.
     #[arg(long, default_value_t = 30.0, value_name = "S")]
     drain_timeout: f64,
-    /// Also write each input's embeddings as DIR/<key>/encoder_cache.safetensors (tensor
-    /// `ec_cache`), the layout of vLLM's ECExampleConnector; key = the request's uuid, else
+    /// Also write each input's embeddings as DIR/KEY/encoder_cache.safetensors (tensor
+    /// `ec_cache`), the layout of vLLM's ECExampleConnector; KEY = the request's uuid, else
     /// the sha256 of the image bytes.
     #[arg(long, value_name = "DIR")]
     ec_cache_dir: Option<PathBuf>,

@@ -1,9 +1,9 @@
 //! `GpuTower`: the vision tower on one CUDA device, implementing the reference crate's
 //! [`Tower`] trait with the same stages and taps.
 //!
-//! One file per stage, as the reference crate splits the CPU forward: [`weights`] (the resident
-//! weights and the block workspace), [`attention`] (geometry, cuDNN plans, a block's attention),
-//! [`block`] (the row kernels, SwiGLU, a block), [`merger`] (post_layernorm, downsample, merger);
+//! One file per stage, as the reference crate splits the CPU forward: `weights` (the resident
+//! weights and the block workspace), `attention` (geometry, cuDNN plans, a block's attention),
+//! `block` (the row kernels, SwiGLU, a block), `merger` (post_layernorm, downsample, merger);
 //! this file holds the types, the patch embedding, the forward that chains the stages on the
 //! device, and the [`Tower`] impl.
 
