@@ -171,6 +171,9 @@ pub struct Cudnn {
     plans: Mutex<HashMap<SdpaShape, Arc<Plan>>>,
     /// One line per plan built: the shape, the engine chosen and, when timed, every candidate.
     log: Mutex<Vec<String>>,
+    /// Whether large calls time their candidates (off in the batch-invariant mode: a timed
+    /// choice can differ from process to process).
+    tune: std::sync::atomic::AtomicBool,
     pub version: usize,
 }
 
@@ -222,8 +225,14 @@ impl Cudnn {
             stream,
             plans: Mutex::new(HashMap::new()),
             log: Mutex::new(Vec::new()),
+            tune: std::sync::atomic::AtomicBool::new(true),
             version,
         })
+    }
+
+    /// Turns the timing of candidate engines on or off for plans built from now on.
+    pub fn set_tune(&self, on: bool) {
+        self.tune.store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn plan(&self, s: SdpaShape) -> Result<Arc<Plan>, GpuError> {
@@ -236,6 +245,7 @@ impl Cudnn {
         let flop = 4.0 * (s.batch * s.heads * s.head_dim) as f64 * (s.len as f64).powi(2);
         let tune = cands.len() > 1
             && flop >= TUNE_MIN_FLOP
+            && self.tune.load(std::sync::atomic::Ordering::Relaxed)
             && std::env::var("GLM5V_CUDNN_TUNE").as_deref() != Ok("0");
         let mut note = String::new();
         let (pick, times) = if tune {

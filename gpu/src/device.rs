@@ -2,6 +2,7 @@
 //! kernels (cached per process), raw device buffers, launches and GEMMs.
 
 use crate::error::GpuError;
+use crate::lt::{GemmKey, LtGemm};
 use cudarc::cublas::{CudaBlas, sys as blas_sys};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
@@ -267,6 +268,13 @@ pub struct Dev {
     pub cudnn_min_len: usize,
     /// GLM5V_GPU_ATTENTION=cudnn: every attention through cuDNN, failures are errors.
     pub cudnn_forced: bool,
+    /// Each image's rows are the same bits alone or packed with any others (the default;
+    /// GLM5V_GPU_BATCH_INVARIANT=0 turns it off): GEMMs through [`LtGemm`]'s one algorithm
+    /// per weight, every attention segment through one engine (cuDNN for all of them when it
+    /// loads, untimed, one call per segment; else one fixed kernel), see docs/GPU.md.
+    pub batch_invariant: bool,
+    /// The batch-invariant GEMMs (present exactly when `batch_invariant`).
+    pub lt: Option<LtGemm>,
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
     pub blas: CudaBlas,
@@ -386,7 +394,17 @@ impl Dev {
                 Err(e) => (None, Some(e.to_string())),
             }
         };
-        let cudnn_min_len = if cudnn_forced {
+        let batch_invariant = std::env::var("GLM5V_GPU_BATCH_INVARIANT").as_deref() != Ok("0");
+        let lt = if batch_invariant {
+            Some(LtGemm::open()?)
+        } else {
+            None
+        };
+        if let Some(c) = &cudnn {
+            // a timed choice of engine could differ from process to process
+            c.set_tune(!batch_invariant);
+        }
+        let cudnn_min_len = if cudnn_forced || (batch_invariant && cudnn.is_some()) {
             1
         } else {
             std::env::var("GLM5V_GPU_CUDNN_MIN_LEN")
@@ -399,6 +417,8 @@ impl Dev {
             cudnn_note,
             cudnn_min_len,
             cudnn_forced,
+            batch_invariant,
+            lt,
             ctx,
             stream,
             blas,
@@ -560,7 +580,8 @@ impl Dev {
     /// 16 queries (twice the warps per query tile: more warps in flight when there are few tiles);
     /// its half-input variant when `f16`; the scalar kernel when no tensor-core kernel is loaded.
     pub fn attention_kernel(&self, blocks: usize, f16: bool) -> (&'static str, u32) {
-        let big = blocks >= 4 * self.sm_count;
+        // batch-invariant: the same kernel whatever the number of query tiles
+        let big = self.batch_invariant || blocks >= 4 * self.sm_count;
         let pick = |name: &'static str, half: &'static str| {
             if f16 && self.has(half) { half } else { name }
         };
@@ -675,6 +696,49 @@ impl Dev {
                 )));
             }
         };
+        if let Some(lt) = &self.lt {
+            use cudarc::cublaslt::sys as l;
+            let (ab, compute) = match w.dt {
+                Dt::Bf16 => (
+                    l::cudaDataType::CUDA_R_16BF,
+                    l::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                ),
+                Dt::F16 => (
+                    l::cudaDataType::CUDA_R_16F,
+                    l::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                ),
+                _ => (
+                    l::cudaDataType::CUDA_R_32F,
+                    l::cublasComputeType_t::CUBLAS_COMPUTE_32F_PEDANTIC,
+                ),
+            };
+            let c = if y_dt == Dt::F32 {
+                l::cudaDataType::CUDA_R_32F
+            } else {
+                l::cudaDataType::CUDA_R_16F
+            };
+            let key = GemmKey {
+                ab,
+                c,
+                compute,
+                k: k as u64,
+                out: out as u64,
+                aligned: [x.ptr, w.ptr, y.ptr].iter().all(|p| p % 16 == 0)
+                    && (k * w.dt.size()).is_multiple_of(16)
+                    && (out * y_dt.size()).is_multiple_of(16),
+            };
+            // SAFETY: the pointers are live device buffers of the asserted sizes and types.
+            return unsafe {
+                lt.gemm(
+                    key,
+                    w.ptr,
+                    x.ptr,
+                    y.ptr,
+                    rows as u64,
+                    self.stream.cu_stream() as *mut _,
+                )
+            };
+        }
         let (alpha, beta) = (1.0f32, 0.0f32);
         let dims = |v: usize| {
             i32::try_from(v)

@@ -7,12 +7,14 @@
 //!   the same taps, copied to the host only when a sink wants them.
 //!
 //! Kernels are `.cu` files in `kernels/`, compiled at run time by NVRTC for the device's
-//! architecture and cached per process; GEMMs go through cuBLAS (bf16 in, f32 accumulate; f32
-//! with pedantic math, i.e. no TF32, in the parity mode).
+//! architecture and cached per process; GEMMs go through cuBLASLt with one algorithm per weight
+//! (the batch-invariant default, [`lt`]) or cuBLAS (`GLM5V_GPU_BATCH_INVARIANT=0`): bf16 in, f32
+//! accumulate; f32 with no TF32 in the parity mode.
 pub mod cudnn;
 pub mod device;
 pub mod error;
 mod half_bounds;
+pub mod lt;
 pub mod tower;
 
 pub use device::{DeviceInfo, compile_kernels, device_available, kernel_source, nvrtc_available};

@@ -240,3 +240,92 @@ fn cudnn_attention_matches_reference() {
     let worst = worst_tap("bf16", &want, &got);
     assert!(worst <= 3e-2, "cuDNN bf16: worst tap {worst:e} > 3e-2");
 }
+
+/// Batch invariance (the default mode): each image's output rows are the same bits computed
+/// alone or packed with others in any order, in f32 and bf16; the images include equal sizes
+/// (which the fast mode would batch into one cuDNN call), a segment of 1024 tokens and ones
+/// shorter than a query tile.
+#[test]
+fn packings_are_batch_invariant() {
+    if device_available().is_err() {
+        println!("skipped: no CUDA device");
+        return;
+    }
+    if std::env::var("GLM5V_GPU_BATCH_INVARIANT").as_deref() == Ok("0") {
+        println!("skipped: GLM5V_GPU_BATCH_INVARIANT=0");
+        return;
+    }
+    let grids: Vec<Grid> = vec![
+        [1, 4, 4],
+        [1, 8, 6],
+        [1, 32, 32],
+        [1, 6, 10],
+        [1, 32, 32],
+        [2, 4, 4],
+        [1, 8, 6],
+    ];
+    let cfg = small_cfg();
+    let seed: u64 = rand::rng().random();
+    println!("seed {seed}");
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let weights = random_weights(&cfg, &mut rng);
+    let pix: Vec<Array2<f32>> = grids
+        .iter()
+        .map(|g| {
+            Array2::from_shape_fn((g[0] * g[1] * g[2], cfg.patch_dim()), |_| {
+                rng.random_range(-1.8f32..2.1)
+            })
+        })
+        .collect();
+    let mut orders: Vec<Vec<usize>> =
+        vec![(0..grids.len()).collect(), (0..grids.len()).rev().collect()];
+    for _ in 0..3 {
+        let mut o: Vec<usize> = (0..grids.len()).collect();
+        for i in (1..o.len()).rev() {
+            o.swap(i, rng.random_range(0..=i));
+        }
+        o.truncate(rng.random_range(2..=o.len()));
+        orders.push(o);
+    }
+    for precision in [Precision::F32, Precision::Bf16] {
+        let gpu = GpuTower::from_weights(&weights, GpuOptions { precision }).unwrap();
+        let alone: Vec<Array2<f32>> = grids
+            .iter()
+            .zip(&pix)
+            .map(|(g, p)| gpu.forward(p.view(), &[*g], None).unwrap())
+            .collect();
+        for order in &orders {
+            let gs: Vec<Grid> = order.iter().map(|&i| grids[i]).collect();
+            let views: Vec<_> = order.iter().map(|&i| pix[i].view()).collect();
+            let px = ndarray::concatenate(ndarray::Axis(0), &views).unwrap();
+            let out = gpu.forward(px.view(), &gs, None).unwrap();
+            let mut row = 0;
+            for &i in order {
+                let n = alone[i].nrows();
+                let got = out.slice(ndarray::s![row..row + n, ..]);
+                let same = got
+                    .iter()
+                    .zip(alone[i].iter())
+                    .filter(|(a, b)| a.to_bits() == b.to_bits())
+                    .count();
+                assert_eq!(
+                    same,
+                    got.len(),
+                    "{}: image {i} {:?} in packing {order:?}: {} of {} values differ from the \
+                     image alone",
+                    precision.name(),
+                    grids[i],
+                    got.len() - same,
+                    got.len()
+                );
+                row += n;
+            }
+            assert_eq!(row, out.nrows());
+        }
+        println!(
+            "{}: {} packings bit-identical to each image alone",
+            precision.name(),
+            orders.len()
+        );
+    }
+}

@@ -40,8 +40,10 @@ pub(super) struct Run {
     len: usize,
 }
 
-/// The runs of equal-length consecutive segments of `cu` (empty segments are skipped).
-pub(super) fn runs_of(cu: &[usize]) -> Vec<Run> {
+/// The runs of equal-length consecutive segments of `cu` (empty segments are skipped); with
+/// `merge` false, one run per segment (the batch-invariant mode: a cuDNN plan for a batch of
+/// segments could pick another engine than the one for a segment alone).
+pub(super) fn runs_of(cu: &[usize], merge: bool) -> Vec<Run> {
     let mut runs: Vec<Run> = Vec::new();
     for seg in cu.windows(2) {
         let (s0, len) = (seg[0], seg[1] - seg[0]);
@@ -49,7 +51,7 @@ pub(super) fn runs_of(cu: &[usize]) -> Vec<Run> {
             continue;
         }
         match runs.last_mut() {
-            Some(r) if r.len == len && r.start + r.batch * r.len == s0 => r.batch += 1,
+            Some(r) if merge && r.len == len && r.start + r.batch * r.len == s0 => r.batch += 1,
             _ => runs.push(Run {
                 start: s0,
                 batch: 1,
@@ -104,7 +106,7 @@ impl GpuTower {
                 .expect("contiguous")
                 .to_vec()
         };
-        let runs = runs_of(cu);
+        let runs = runs_of(cu, !self.dev.batch_invariant);
         let dnn_ws_bytes = self.cudnn_plans(&runs, n)?;
         let dnn = dnn_ws_bytes.is_some();
         let dnn_ws = match dnn_ws_bytes {
@@ -163,7 +165,8 @@ impl GpuTower {
             for &half in &halves {
                 match c.prepare(self.sdpa_shape(r, n, half)) {
                     Ok(bytes) => ws = ws.max(bytes),
-                    Err(e) if self.dev.cudnn_forced => return Err(e),
+                    // batch-invariant: no fallback that depends on the batch's other segments
+                    Err(e) if self.dev.cudnn_forced || self.dev.batch_invariant => return Err(e),
                     Err(e) => {
                         static ONCE: std::sync::Once = std::sync::Once::new();
                         ONCE.call_once(|| {
@@ -200,7 +203,7 @@ impl GpuTower {
     /// Which attention runs for `grid_thw` (cuDNN or the built-in kernels), for reports.
     pub fn attention_engine(&self, grid_thw: &[Grid]) -> Result<String, GpuError> {
         let cu = geometry::cu_seqlens(grid_thw);
-        let runs = runs_of(&cu);
+        let runs = runs_of(&cu, !self.dev.batch_invariant);
         let n = *cu.last().unwrap_or(&0);
         Ok(match (self.cudnn_plans(&runs, n)?, &self.dev.cudnn) {
             (Some(_), Some(c)) => format!("cudnn {}", c.version),
@@ -461,10 +464,15 @@ mod tests {
     fn runs_of_groups_consecutive_equal_segments() {
         let r = |start, batch, len| Run { start, batch, len };
         assert_eq!(
-            runs_of(&[0, 4, 8, 12, 15, 15, 18, 22]),
+            runs_of(&[0, 4, 8, 12, 15, 15, 18, 22], true),
             vec![r(0, 3, 4), r(12, 2, 3), r(18, 1, 4)]
         );
-        assert_eq!(runs_of(&[0]), vec![]);
-        assert_eq!(runs_of(&[0, 0, 5]), vec![r(0, 1, 5)]);
+        assert_eq!(runs_of(&[0], true), vec![]);
+        assert_eq!(runs_of(&[0, 0, 5], true), vec![r(0, 1, 5)]);
+        // unmerged (batch-invariant): one run per non-empty segment
+        assert_eq!(
+            runs_of(&[0, 4, 8, 8, 12], false),
+            vec![r(0, 1, 4), r(4, 1, 4), r(8, 1, 4)]
+        );
     }
 }

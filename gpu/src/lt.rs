@@ -1,0 +1,353 @@
+//! Batch-invariant GEMMs through cuBLASLt: one algorithm per weight shape, whatever the row count.
+//!
+//! cuBLAS's default GEMM picks its kernel (tile shape, split-K, stream-K) from all three
+//! dimensions, so the rows of one image are reduced in another order when the image is packed
+//! with others: on the H200 the same photo alone and packed differed by 5.8e-3 rel L2 in bf16.
+//! Here the algorithm for a weight `[out, k]` and its types is chosen once, by cuBLASLt's
+//! heuristics at a fixed row count ([`REF_ROWS`]), among algorithms that need no workspace and do
+//! not split the reduction (so no stream-K, no split-K partial sums), and that algorithm then runs
+//! every GEMM of that weight. A tile kernel without split reduction computes each output element
+//! from its own row and the weight in a fixed order, so a row's result does not depend on which
+//! other rows share the call.
+
+use crate::error::GpuError;
+use cudarc::cublaslt::sys as lt;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::Mutex;
+
+/// Row count at which each weight's algorithm is chosen (a 2x2-merged 1024x2048 image's
+/// patches: large enough that the heuristics pick a large-matrix kernel).
+pub const REF_ROWS: u64 = 8192;
+
+/// Algorithms cuBLASLt's heuristics are asked for per weight.
+const CANDIDATES: usize = 16;
+
+/// Element types and shape of one weight's GEMM (the algorithm's key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GemmKey {
+    pub ab: lt::cudaDataType,
+    pub c: lt::cudaDataType,
+    pub compute: lt::cublasComputeType_t,
+    pub k: u64,
+    pub out: u64,
+    /// Every pointer 16-byte aligned (else an algorithm chosen for 4-byte alignment).
+    pub aligned: bool,
+}
+
+/// A cuBLASLt handle and the algorithm chosen per [`GemmKey`].
+pub struct LtGemm {
+    handle: lt::cublasLtHandle_t,
+    algos: Mutex<HashMap<GemmKey, Chosen>>,
+}
+
+// SAFETY: the handle is used from the tower's one stream; cuBLASLt handles are thread safe
+// for calls that do not share output buffers, and the algorithm cache is behind a mutex.
+unsafe impl Send for LtGemm {}
+unsafe impl Sync for LtGemm {}
+
+#[derive(Debug, Clone, Copy)]
+struct Chosen {
+    algo: lt::cublasLtMatmulAlgo_t,
+    /// The compute type the algorithm was found for (f32 falls back from pedantic to plain
+    /// 32F, which in cuBLASLt is strict FP32 as well: TF32 needs `COMPUTE_32F_FAST_TF32`).
+    compute: lt::cublasComputeType_t,
+}
+
+fn check(op: &str, s: lt::cublasStatus_t) -> Result<(), GpuError> {
+    if s == lt::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+        Ok(())
+    } else {
+        Err(GpuError::Blas {
+            op: format!("cuBLASLt {op}"),
+            message: format!("{s:?}"),
+        })
+    }
+}
+
+/// Descriptors of one GEMM `D [out, rows] = Aᵀ [out, k] · B [k, rows]` (column-major), freed on
+/// drop.
+struct Descs {
+    desc: lt::cublasLtMatmulDesc_t,
+    a: lt::cublasLtMatrixLayout_t,
+    b: lt::cublasLtMatrixLayout_t,
+    c: lt::cublasLtMatrixLayout_t,
+}
+
+impl Drop for Descs {
+    fn drop(&mut self) {
+        // SAFETY: each was created by `Descs::new` (null ones are skipped) and is freed once.
+        unsafe {
+            for l in [self.a, self.b, self.c] {
+                if !l.is_null() {
+                    lt::cublasLtMatrixLayoutDestroy(l);
+                }
+            }
+            if !self.desc.is_null() {
+                lt::cublasLtMatmulDescDestroy(self.desc);
+            }
+        }
+    }
+}
+
+impl Descs {
+    fn new(
+        ab: lt::cudaDataType,
+        c_type: lt::cudaDataType,
+        compute: lt::cublasComputeType_t,
+        k: u64,
+        out: u64,
+        rows: u64,
+    ) -> Result<Self, GpuError> {
+        let mut d = Descs {
+            desc: std::ptr::null_mut(),
+            a: std::ptr::null_mut(),
+            b: std::ptr::null_mut(),
+            c: std::ptr::null_mut(),
+        };
+        // SAFETY: out-pointers live across the calls; attribute buffers match their sizes.
+        unsafe {
+            check(
+                "MatmulDescCreate",
+                lt::cublasLtMatmulDescCreate(&mut d.desc, compute, lt::cudaDataType::CUDA_R_32F),
+            )?;
+            let (t, n) = (1i32, 0i32); // CUBLAS_OP_T, CUBLAS_OP_N
+            check(
+                "MatmulDescSetAttribute(TRANSA)",
+                lt::cublasLtMatmulDescSetAttribute(
+                    d.desc,
+                    lt::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSA,
+                    &t as *const i32 as *const c_void,
+                    4,
+                ),
+            )?;
+            check(
+                "MatmulDescSetAttribute(TRANSB)",
+                lt::cublasLtMatmulDescSetAttribute(
+                    d.desc,
+                    lt::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSB,
+                    &n as *const i32 as *const c_void,
+                    4,
+                ),
+            )?;
+            let ki = k as i64;
+            check(
+                "MatrixLayoutCreate(A)",
+                lt::cublasLtMatrixLayoutCreate(&mut d.a, ab, k, out, ki),
+            )?;
+            check(
+                "MatrixLayoutCreate(B)",
+                lt::cublasLtMatrixLayoutCreate(&mut d.b, ab, k, rows, ki),
+            )?;
+            check(
+                "MatrixLayoutCreate(C)",
+                lt::cublasLtMatrixLayoutCreate(&mut d.c, c_type, out, rows, out as i64),
+            )?;
+        }
+        Ok(d)
+    }
+}
+
+/// The configuration attribute `attr` of `algo` as a u32 (0 when it cannot be read).
+fn config_u32(
+    algo: &lt::cublasLtMatmulAlgo_t,
+    attr: lt::cublasLtMatmulAlgoConfigAttributes_t,
+) -> u32 {
+    let (mut v, mut written) = (0u32, 0usize);
+    // SAFETY: a 4-byte buffer for a 4-byte attribute.
+    let s = unsafe {
+        lt::cublasLtMatmulAlgoConfigGetAttribute(
+            algo,
+            attr,
+            &mut v as *mut u32 as *mut c_void,
+            4,
+            &mut written,
+        )
+    };
+    if s == lt::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+        v
+    } else {
+        0
+    }
+}
+
+impl LtGemm {
+    /// A cuBLASLt handle, or an error when the library is missing or does not start.
+    pub fn open() -> Result<Self, GpuError> {
+        // SAFETY: only tries to dlopen the library.
+        if !unsafe { lt::is_culib_present() } {
+            return Err(GpuError::MissingLibrary {
+                library: "cuBLASLt (libcublasLt)",
+            });
+        }
+        let mut handle: lt::cublasLtHandle_t = std::ptr::null_mut();
+        // SAFETY: out-pointer valid.
+        check("Create", unsafe { lt::cublasLtCreate(&mut handle) })?;
+        Ok(Self {
+            handle,
+            algos: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The algorithm for `key` (chosen on first use, then the same for every row count).
+    fn chosen(&self, key: GemmKey) -> Result<Chosen, GpuError> {
+        let mut cache = self.algos.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = cache.get(&key) {
+            return Ok(*c);
+        }
+        let mut computes = vec![key.compute];
+        if key.compute == lt::cublasComputeType_t::CUBLAS_COMPUTE_32F_PEDANTIC {
+            computes.push(lt::cublasComputeType_t::CUBLAS_COMPUTE_32F);
+        }
+        let mut why = String::new();
+        for compute in computes {
+            match self.pick(key, compute) {
+                Ok(Some(algo)) => {
+                    let c = Chosen { algo, compute };
+                    cache.insert(key, c);
+                    return Ok(c);
+                }
+                Ok(None) => why = format!("no algorithm without a split reduction for {compute:?}"),
+                Err(e) => why = e.to_string(),
+            }
+        }
+        Err(GpuError::Blas {
+            op: format!(
+                "cuBLASLt algorithm for a [{} x {}] weight ({:?} -> {:?})",
+                key.out, key.k, key.ab, key.c
+            ),
+            message: why,
+        })
+    }
+
+    /// The heuristics' best algorithm for `key` at [`REF_ROWS`] rows that needs no workspace
+    /// and does not split the reduction.
+    fn pick(
+        &self,
+        key: GemmKey,
+        compute: lt::cublasComputeType_t,
+    ) -> Result<Option<lt::cublasLtMatmulAlgo_t>, GpuError> {
+        let d = Descs::new(key.ab, key.c, compute, key.k, key.out, REF_ROWS)?;
+        let mut pref: lt::cublasLtMatmulPreference_t = std::ptr::null_mut();
+        // SAFETY: out-pointers and attribute buffers valid; `pref` freed below.
+        unsafe {
+            check(
+                "MatmulPreferenceCreate",
+                lt::cublasLtMatmulPreferenceCreate(&mut pref),
+            )?;
+        }
+        let result = (|| {
+            let ws: u64 = 0;
+            let align: u32 = if key.aligned { 16 } else { 4 };
+            // SAFETY: `pref` is live; buffers match the attribute sizes.
+            unsafe {
+                check(
+                    "MatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)",
+                    lt::cublasLtMatmulPreferenceSetAttribute(
+                        pref,
+                        lt::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                        &ws as *const u64 as *const c_void,
+                        8,
+                    ),
+                )?;
+                for attr in [
+                    lt::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                    lt::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    lt::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                    lt::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                ] {
+                    check(
+                        "MatmulPreferenceSetAttribute(MIN_ALIGNMENT)",
+                        lt::cublasLtMatmulPreferenceSetAttribute(
+                            pref,
+                            attr,
+                            &align as *const u32 as *const c_void,
+                            4,
+                        ),
+                    )?;
+                }
+            }
+            // SAFETY: zeroed plain-data results, filled by the heuristics up to `count`.
+            let mut results: Vec<lt::cublasLtMatmulHeuristicResult_t> =
+                vec![unsafe { std::mem::zeroed() }; CANDIDATES];
+            let mut count = 0i32;
+            // SAFETY: descriptors live; `results` holds CANDIDATES entries.
+            check("MatmulAlgoGetHeuristic", unsafe {
+                lt::cublasLtMatmulAlgoGetHeuristic(
+                    self.handle,
+                    d.desc,
+                    d.a,
+                    d.b,
+                    d.c,
+                    d.c,
+                    pref,
+                    CANDIDATES as i32,
+                    results.as_mut_ptr(),
+                    &mut count,
+                )
+            })?;
+            use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
+            Ok(results[..count.max(0) as usize].iter().find_map(|r| {
+                let ok = r.state == lt::cublasStatus_t::CUBLAS_STATUS_SUCCESS
+                    && r.workspaceSize == 0
+                    && config_u32(&r.algo, A::CUBLASLT_ALGO_CONFIG_SPLITK_NUM) <= 1
+                    && config_u32(&r.algo, A::CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME) == 0;
+                ok.then_some(r.algo)
+            }))
+        })();
+        // SAFETY: created above, freed once.
+        unsafe { lt::cublasLtMatmulPreferenceDestroy(pref) };
+        result
+    }
+
+    /// `y [rows, out] = x [rows, k] · w [out, k]ᵀ` (row-major) with the algorithm of `key`, on
+    /// `stream`.
+    ///
+    /// # Safety
+    /// The pointers are live device buffers of at least the sizes the shape implies, in the
+    /// key's element types.
+    pub unsafe fn gemm(
+        &self,
+        key: GemmKey,
+        w: u64,
+        x: u64,
+        y: u64,
+        rows: u64,
+        stream: *mut c_void,
+    ) -> Result<(), GpuError> {
+        let c = self.chosen(key)?;
+        let d = Descs::new(key.ab, key.c, c.compute, key.k, key.out, rows)?;
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        // SAFETY: per the caller's contract; no workspace (the algorithm needs none).
+        check(
+            &format!("Matmul [{rows} x {}] x [{} x {}]", key.k, key.k, key.out),
+            unsafe {
+                lt::cublasLtMatmul(
+                    self.handle,
+                    d.desc,
+                    &alpha as *const f32 as *const c_void,
+                    w as *const c_void,
+                    d.a,
+                    x as *const c_void,
+                    d.b,
+                    &beta as *const f32 as *const c_void,
+                    y as *const c_void,
+                    d.c,
+                    y as *mut c_void,
+                    d.c,
+                    &c.algo,
+                    std::ptr::null_mut(),
+                    0,
+                    stream as lt::cudaStream_t,
+                )
+            },
+        )
+    }
+}
+
+impl Drop for LtGemm {
+    fn drop(&mut self) {
+        // SAFETY: created in `open`, destroyed once.
+        unsafe { lt::cublasLtDestroy(self.handle) };
+    }
+}
