@@ -3,6 +3,7 @@
 //! ```text
 //! gpu_check [--tiny DIR] [--full DIR [--synth-seed N] [--full-taps FILE]] [--bench] [--largest] [--seed N]
 //!           [--bf16-only] [--no-check] [--cases 1008,16x448,112,2016x3024] [--iters WARM,N] [--ptx FILE]
+//!           [--packings]
 //! ```
 //!
 //! - `--tiny DIR`: a checkpoint whose `taps.safetensors` holds upstream's taps and inputs
@@ -14,6 +15,9 @@
 //! - `--bench`: CUDA-event timings (3 warm-ups, median of 10) of one 72x72 image and 16 32x32
 //!   images in bf16 (and f32); `--largest` adds a 144x216 grid (31104 patches).
 //! - `--no-check`: with `--full`, skip the correctness checks (timing only).
+//! - `--packings`: with `--full`, batch invariance at full geometry: five images (8x8 to 72x72)
+//!   each alone, then in three packings; every packed row must carry the image-alone bits (a
+//!   fail otherwise). The first forwards run plain, the repeats replay CUDA graphs.
 //! - `--bf16-only`: skip the f32 parity mode; `--cases`: time only these cases; `--iters`: warm-ups
 //!   and timed runs (for a profiler: `--iters 1,1`).
 //! - `--ptx FILE`: write the bf16 / head_dim 64 kernel module's PTX for compute_90 and exit (no
@@ -113,6 +117,55 @@ fn compare(label: &str, got: &TapMap, want: &TapMap, names: &[String]) -> f64 {
     worst
 }
 
+/// Each image alone against the same image in packings (see `--packings`), twice each (plain,
+/// then from a graph); true when every packed row has the bits of the image alone.
+fn check_packings(
+    gpus: &[(Precision, GpuTower)],
+    rng: &mut rand_chacha::ChaCha8Rng,
+    cols: usize,
+) -> Res<bool> {
+    let grids: Vec<Grid> = vec![[1, 8, 8], [1, 32, 32], [1, 18, 24], [1, 72, 72], [2, 8, 12]];
+    let px: Vec<Array2<f32>> = grids.iter().map(|g| pixels(rng, &[*g], cols)).collect();
+    let orders: [&[usize]; 3] = [&[0, 1, 2, 3, 4], &[4, 3, 2, 1, 0], &[2, 0, 4]];
+    let mut ok = true;
+    for (p, gpu) in gpus {
+        let alone: Vec<Array2<f32>> = grids
+            .iter()
+            .zip(&px)
+            .map(|(g, x)| gpu.forward(x.view(), &[*g], None))
+            .collect::<Result<_, _>>()?;
+        let mut differ = 0usize;
+        for order in orders {
+            let gs: Vec<Grid> = order.iter().map(|&i| grids[i]).collect();
+            let views: Vec<_> = order.iter().map(|&i| px[i].view()).collect();
+            let x = ndarray::concatenate(ndarray::Axis(0), &views)?;
+            for _ in 0..3 {
+                let out = gpu.forward(x.view(), &gs, None)?;
+                let mut row = 0;
+                for &i in order {
+                    let n = alone[i].nrows();
+                    let got = out.slice(ndarray::s![row..row + n, ..]);
+                    differ += got
+                        .iter()
+                        .zip(alone[i].iter())
+                        .filter(|(a, b)| a.to_bits() != b.to_bits())
+                        .count();
+                    row += n;
+                }
+            }
+        }
+        println!(
+            "  packings {}: {} images, {} packings x 3 forwards: {differ} values differ from the images alone{}",
+            p.name(),
+            grids.len(),
+            orders.len(),
+            if differ == 0 { " (bit-identical)" } else { "" }
+        );
+        ok &= differ == 0;
+    }
+    Ok(ok)
+}
+
 fn load_upstream(path: &std::path::Path) -> Res<(TapMap, Array2<f32>, Vec<Grid>)> {
     let bytes = std::fs::read(path)?;
     let st = safetensors::SafeTensors::deserialize(&bytes)?;
@@ -152,6 +205,7 @@ fn run() -> Res<bool> {
     let mut full_taps: Option<PathBuf> = None;
     let mut bf16_only = false;
     let mut no_check = false;
+    let mut packings = false;
     let mut only: Option<Vec<String>> = None;
     let mut iters_arg: Option<(usize, usize)> = None;
     let mut args = std::env::args().skip(1);
@@ -166,6 +220,7 @@ fn run() -> Res<bool> {
             "--seed" => seed = args.next().ok_or("--seed N")?.parse()?,
             "--bf16-only" => bf16_only = true,
             "--no-check" => no_check = true,
+            "--packings" => packings = true,
             "--cases" => {
                 only = Some(
                     args.next()
@@ -215,7 +270,7 @@ fn run() -> Res<bool> {
         compare("cpu-f32 vs upstream", &cpu_taps, &up, &names);
         for (p, tol) in [(Precision::F32, 1e-4), (Precision::Bf16, 3e-2)] {
             let t0 = Instant::now();
-            let gpu = GpuTower::from_weights(&w, GpuOptions { precision: p })?;
+            let gpu = GpuTower::from_weights(&w, GpuOptions::new(p))?;
             println!(
                 "  gpu {} ready in {:.2} s (kernels compiled, weights uploaded)",
                 p.name(),
@@ -266,7 +321,7 @@ fn run() -> Res<bool> {
         };
         let gpus: Vec<(Precision, GpuTower)> = precisions
             .iter()
-            .map(|&p| GpuTower::from_weights(&w, GpuOptions { precision: p }).map(|g| (p, g)))
+            .map(|&p| GpuTower::from_weights(&w, GpuOptions::new(p)).map(|g| (p, g)))
             .collect::<Result<_, _>>()?;
         for (p, g) in &gpus {
             println!(
@@ -274,6 +329,9 @@ fn run() -> Res<bool> {
                 p.name(),
                 g.weight_bytes() as f64 / 1e9
             );
+        }
+        if packings {
+            ok &= check_packings(&gpus, &mut rng, cfg.patch_dim())?;
         }
         if !no_check {
             if let Some(f) = &full_taps {
@@ -401,10 +459,27 @@ fn run() -> Res<bool> {
                     );
                 }
             }
-            for (_, gpu) in &gpus {
+            for (p, gpu) in &gpus {
                 for line in gpu.attention_log() {
                     println!("  cuDNN attention plan: {line}");
                 }
+                let s = gpu.graph_stats();
+                let mib = |b: Option<u64>| {
+                    b.map_or("?".into(), |b| format!("{:.0}", b as f64 / 1048576.0))
+                };
+                println!(
+                    "  CUDA graphs ({}): {} kept ({} tokens), {} captures, {} replays, {} evicted; graph memory {} MiB reserved, {} MiB high-water{}",
+                    p.name(),
+                    s.entries,
+                    s.tokens,
+                    s.captures,
+                    s.replays,
+                    s.evictions,
+                    mib(s.reserved_bytes),
+                    mib(s.used_high_bytes),
+                    s.disabled
+                        .map_or(String::new(), |d| format!("; disabled: {d}"))
+                );
             }
         }
     }

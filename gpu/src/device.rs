@@ -81,6 +81,12 @@ pub fn nvrtc_available() -> bool {
 
 /// Finds device 0 and describes it; a typed error (never a panic) when there is none.
 pub fn device_available() -> Result<DeviceInfo, GpuError> {
+    device_info(0)
+}
+
+/// Finds device `ordinal` (as CUDA numbers the visible devices) and describes it; a typed
+/// error naming the count when there is no such device.
+pub fn device_info(ordinal: usize) -> Result<DeviceInfo, GpuError> {
     check_libraries()?;
     let count = CudaContext::device_count().map_err(|e| GpuError::NoDevice {
         reason: format!("the driver reports {e:?}"),
@@ -90,8 +96,16 @@ pub fn device_available() -> Result<DeviceInfo, GpuError> {
             reason: "the driver reports 0 devices".into(),
         });
     }
-    let ctx = CudaContext::new(0).map_err(|e| GpuError::NoDevice {
-        reason: format!("cannot open device 0: {e:?}"),
+    if ordinal >= count as usize {
+        return Err(GpuError::NoDevice {
+            reason: format!(
+                "device {ordinal} asked for, the driver reports {count} (0..{})",
+                count - 1
+            ),
+        });
+    }
+    let ctx = CudaContext::new(ordinal).map_err(|e| GpuError::NoDevice {
+        reason: format!("cannot open device {ordinal}: {e:?}"),
     })?;
     info_of(&ctx, count as usize)
 }
@@ -287,16 +301,19 @@ pub struct Dev {
 }
 
 impl Dev {
-    /// Opens device 0 and compiles the kernels for activations in bf16 (`bf16`) or f32.
-    pub fn open(bf16: bool, head_dim: usize) -> Result<Self, GpuError> {
-        let info = device_available()?;
-        let ctx = CudaContext::new(0).map_err(|e| GpuError::NoDevice {
-            reason: format!("cannot open device 0: {e:?}"),
+    /// Opens device `ordinal` and compiles the kernels for activations in bf16 (`bf16`) or f32.
+    pub fn open(ordinal: usize, bf16: bool, head_dim: usize) -> Result<Self, GpuError> {
+        let info = device_info(ordinal)?;
+        let ctx = CudaContext::new(ordinal).map_err(|e| GpuError::NoDevice {
+            reason: format!("cannot open device {ordinal}: {e:?}"),
         })?;
         // One stream only: the per-buffer events of cudarc's multi-stream tracking are not needed.
         // SAFETY: no buffer exists yet and every launch goes to `stream`.
         unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.default_stream();
+        // A stream of our own, not the legacy default one: CUDA graphs are captured from it.
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| GpuError::cuda("cuStreamCreate", e))?;
         // Keep freed activation memory in the stream-ordered pool between forwards (allocations
         // inside a forward then cost no driver call). Best effort: a failure only costs speed.
         if ctx.has_async_alloc() {
@@ -566,6 +583,24 @@ impl Dev {
         })
     }
 
+    /// Copies the first `bytes` of `src` into `dst` on the stream.
+    pub fn copy(&self, src: &DBuf, dst: &DBuf, bytes: usize) -> Result<(), GpuError> {
+        assert!(
+            bytes <= src.len * src.dt.size() && bytes <= dst.len * dst.dt.size(),
+            "copy: {bytes} bytes exceed a buffer"
+        );
+        // SAFETY: both are live device buffers of at least `bytes` (asserted).
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(
+                dst.ptr,
+                src.ptr,
+                bytes,
+                self.stream.cu_stream(),
+            )
+        }
+        .map_err(|e| GpuError::cuda("cuMemcpyDtoDAsync", e))
+    }
+
     /// Waits for the stream; reports any asynchronous error of earlier launches.
     pub fn sync(&self, op: &str) -> Result<(), GpuError> {
         self.stream
@@ -697,36 +732,10 @@ impl Dev {
             }
         };
         if let Some(lt) = &self.lt {
-            use cudarc::cublaslt::sys as l;
-            let (ab, compute) = match w.dt {
-                Dt::Bf16 => (
-                    l::cudaDataType::CUDA_R_16BF,
-                    l::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-                ),
-                Dt::F16 => (
-                    l::cudaDataType::CUDA_R_16F,
-                    l::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-                ),
-                _ => (
-                    l::cudaDataType::CUDA_R_32F,
-                    l::cublasComputeType_t::CUBLAS_COMPUTE_32F_PEDANTIC,
-                ),
-            };
-            let c = if y_dt == Dt::F32 {
-                l::cudaDataType::CUDA_R_32F
-            } else {
-                l::cudaDataType::CUDA_R_16F
-            };
-            let key = GemmKey {
-                ab,
-                c,
-                compute,
-                k: k as u64,
-                out: out as u64,
-                aligned: [x.ptr, w.ptr, y.ptr].iter().all(|p| p % 16 == 0)
-                    && (k * w.dt.size()).is_multiple_of(16)
-                    && (out * y_dt.size()).is_multiple_of(16),
-            };
+            let aligned = [x.ptr, w.ptr, y.ptr].iter().all(|p| p % 16 == 0)
+                && (k * w.dt.size()).is_multiple_of(16)
+                && (out * y_dt.size()).is_multiple_of(16);
+            let key = GemmKey::new(w.dt, y_dt, k, out, aligned);
             // SAFETY: the pointers are live device buffers of the asserted sizes and types.
             return unsafe {
                 lt.gemm(

@@ -9,7 +9,8 @@
 //! Kernels are `.cu` files in `kernels/`, compiled at run time by NVRTC for the device's
 //! architecture and cached per process; GEMMs go through cuBLASLt with one algorithm per weight
 //! (the batch-invariant default, [`lt`]) or cuBLAS (`GLM5V_GPU_BATCH_INVARIANT=0`): bf16 in, f32
-//! accumulate; f32 with no TF32 in the parity mode.
+//! accumulate; f32 with no TF32 in the parity mode. Repeated layouts replay a CUDA graph of the
+//! whole forward (same bits, no launch cost: [`GraphLimits`]).
 pub mod cudnn;
 pub mod device;
 pub mod error;
@@ -17,6 +18,8 @@ mod half_bounds;
 pub mod lt;
 pub mod tower;
 
-pub use device::{DeviceInfo, compile_kernels, device_available, kernel_source, nvrtc_available};
+pub use device::{
+    DeviceInfo, compile_kernels, device_available, device_info, kernel_source, nvrtc_available,
+};
 pub use error::GpuError;
-pub use tower::{GpuOptions, GpuTower, Precision};
+pub use tower::{GpuOptions, GpuTower, GraphLimits, GraphStats, Precision};

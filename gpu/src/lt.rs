@@ -10,15 +10,19 @@
 //! from its own row and the weight in a fixed order, so a row's result does not depend on which
 //! other rows share the call.
 
+use crate::device::Dt;
 use crate::error::GpuError;
 use cudarc::cublaslt::sys as lt;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::Mutex;
 
-/// Row count at which each weight's algorithm is chosen (a 2x2-merged 1024x2048 image's
-/// patches: large enough that the heuristics pick a large-matrix kernel).
-pub const REF_ROWS: u64 = 8192;
+/// Row count at which each weight's algorithm is chosen, then used for every row count. Measured
+/// on the H200 (full geometry, bf16, median of 10 ms; at 8192 / 2048 / 512 / 128 rows):
+/// 112x112 3.02 / 2.31 / 1.73 / 1.53, 16x448x448 35.3 / 35.8 / 39.5 / 49.3, 1008x1008
+/// 17.5 / 16.9 / 17.7 / 20.9, 2016x3024 280 / 283 / 290 / 308: 2048 is as fast as 8192 from
+/// 448x448 up and gives back a quarter of the small image's cost (`GLM5V_GPU_LT_ROWS` sets it).
+pub const REF_ROWS: u64 = 2048;
 
 /// Algorithms cuBLASLt's heuristics are asked for per weight.
 const CANDIDATES: usize = 16;
@@ -35,9 +39,45 @@ pub struct GemmKey {
     pub aligned: bool,
 }
 
+impl GemmKey {
+    /// The key of a GEMM with weights (and inputs) of `w`, output `y` (f32, or IEEE half for
+    /// half inputs: [`crate::device::Dev::linear_to`] checks the pair before).
+    pub fn new(w: Dt, y: Dt, k: usize, out: usize, aligned: bool) -> Self {
+        let (ab, compute) = match w {
+            Dt::Bf16 => (
+                lt::cudaDataType::CUDA_R_16BF,
+                lt::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            ),
+            Dt::F16 => (
+                lt::cudaDataType::CUDA_R_16F,
+                lt::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            ),
+            Dt::F32 | Dt::I32 => (
+                lt::cudaDataType::CUDA_R_32F,
+                lt::cublasComputeType_t::CUBLAS_COMPUTE_32F_PEDANTIC,
+            ),
+        };
+        let c = if y == Dt::F16 {
+            lt::cudaDataType::CUDA_R_16F
+        } else {
+            lt::cudaDataType::CUDA_R_32F
+        };
+        Self {
+            ab,
+            c,
+            compute,
+            k: k as u64,
+            out: out as u64,
+            aligned,
+        }
+    }
+}
+
 /// A cuBLASLt handle and the algorithm chosen per [`GemmKey`].
 pub struct LtGemm {
     handle: lt::cublasLtHandle_t,
+    /// Rows the algorithms are chosen at ([`REF_ROWS`], or `GLM5V_GPU_LT_ROWS`).
+    ref_rows: u64,
     algos: Mutex<HashMap<GemmKey, Chosen>>,
 }
 
@@ -111,25 +151,22 @@ impl Descs {
                 "MatmulDescCreate",
                 lt::cublasLtMatmulDescCreate(&mut d.desc, compute, lt::cudaDataType::CUDA_R_32F),
             )?;
-            let (t, n) = (1i32, 0i32); // CUBLAS_OP_T, CUBLAS_OP_N
-            check(
-                "MatmulDescSetAttribute(TRANSA)",
-                lt::cublasLtMatmulDescSetAttribute(
-                    d.desc,
-                    lt::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSA,
-                    &t as *const i32 as *const c_void,
-                    4,
-                ),
-            )?;
-            check(
-                "MatmulDescSetAttribute(TRANSB)",
-                lt::cublasLtMatmulDescSetAttribute(
-                    d.desc,
-                    lt::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSB,
-                    &n as *const i32 as *const c_void,
-                    4,
-                ),
-            )?;
+            use lt::cublasLtMatmulDescAttributes_t as M;
+            // A transposed (CUBLAS_OP_T = 1), B as stored (CUBLAS_OP_N = 0)
+            for (attr, op, name) in [
+                (M::CUBLASLT_MATMUL_DESC_TRANSA, 1i32, "TRANSA"),
+                (M::CUBLASLT_MATMUL_DESC_TRANSB, 0i32, "TRANSB"),
+            ] {
+                check(
+                    &format!("MatmulDescSetAttribute({name})"),
+                    lt::cublasLtMatmulDescSetAttribute(
+                        d.desc,
+                        attr,
+                        &op as *const i32 as *const c_void,
+                        4,
+                    ),
+                )?;
+            }
             let ki = k as i64;
             check(
                 "MatrixLayoutCreate(A)",
@@ -183,8 +220,14 @@ impl LtGemm {
         let mut handle: lt::cublasLtHandle_t = std::ptr::null_mut();
         // SAFETY: out-pointer valid.
         check("Create", unsafe { lt::cublasLtCreate(&mut handle) })?;
+        let ref_rows = std::env::var("GLM5V_GPU_LT_ROWS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&r| r > 0)
+            .unwrap_or(REF_ROWS);
         Ok(Self {
             handle,
+            ref_rows,
             algos: Mutex::new(HashMap::new()),
         })
     }
@@ -227,7 +270,7 @@ impl LtGemm {
         key: GemmKey,
         compute: lt::cublasComputeType_t,
     ) -> Result<Option<lt::cublasLtMatmulAlgo_t>, GpuError> {
-        let d = Descs::new(key.ab, key.c, compute, key.k, key.out, REF_ROWS)?;
+        let d = Descs::new(key.ab, key.c, compute, key.k, key.out, self.ref_rows)?;
         let mut pref: lt::cublasLtMatmulPreference_t = std::ptr::null_mut();
         // SAFETY: out-pointers and attribute buffers valid; `pref` freed below.
         unsafe {

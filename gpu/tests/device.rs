@@ -4,7 +4,8 @@
 //! tower is compared with the CPU reference on a small random tower, tap by tap.
 
 use glm5v_gpu::{
-    GpuError, GpuOptions, GpuTower, Precision, compile_kernels, device_available, nvrtc_available,
+    GpuError, GpuOptions, GpuTower, GraphLimits, Precision, compile_kernels, device_available,
+    nvrtc_available,
 };
 use glm5v_reference::geometry::Grid;
 use glm5v_reference::{CpuTower, TapFilter, TapMap, Tower, TowerWeights, VisionConfig};
@@ -190,7 +191,7 @@ fn gpu_matches_reference() {
     let grids = [[1, 12, 10], [1, 4, 6], [2, 4, 4]];
     let (weights, px, want) = reference_case(&grids);
     for (precision, tol) in [(Precision::F32, 1e-4), (Precision::Bf16, 3e-2)] {
-        let gpu = GpuTower::from_weights(&weights, GpuOptions { precision }).unwrap();
+        let gpu = GpuTower::from_weights(&weights, GpuOptions::new(precision)).unwrap();
         let mut got = TapMap::new(TapFilter::all());
         let out = gpu.forward(px.view(), &grids, Some(&mut got)).unwrap();
         let worst = worst_tap(precision.name(), &want, &got);
@@ -222,13 +223,7 @@ fn cudnn_attention_matches_reference() {
     }
     let grids = [[1, 32, 32], [1, 32, 32], [2, 32, 32], [1, 32, 48]];
     let (weights, px, want) = reference_case(&grids);
-    let gpu = GpuTower::from_weights(
-        &weights,
-        GpuOptions {
-            precision: Precision::Bf16,
-        },
-    )
-    .unwrap();
+    let gpu = GpuTower::from_weights(&weights, GpuOptions::new(Precision::Bf16)).unwrap();
     let engine = gpu.attention_engine(&grids).unwrap();
     println!("attention: {engine}");
     assert!(engine.starts_with("cudnn"), "cuDNN not taken: {engine}");
@@ -288,7 +283,7 @@ fn packings_are_batch_invariant() {
         orders.push(o);
     }
     for precision in [Precision::F32, Precision::Bf16] {
-        let gpu = GpuTower::from_weights(&weights, GpuOptions { precision }).unwrap();
+        let gpu = GpuTower::from_weights(&weights, GpuOptions::new(precision)).unwrap();
         let alone: Vec<Array2<f32>> = grids
             .iter()
             .zip(&pix)
@@ -326,6 +321,92 @@ fn packings_are_batch_invariant() {
             "{}: {} packings bit-identical to each image alone",
             precision.name(),
             orders.len()
+        );
+    }
+}
+
+/// A forward replayed from a CUDA graph gives the plain forward's bits, the first replay and
+/// later ones (new pixels into the graph's input), in both precisions; the cache keeps its
+/// bounds (entries and tokens) and counts captures, replays and evictions.
+#[test]
+fn graphs_match_plain_forward() {
+    if device_available().is_err() {
+        println!("skipped: no CUDA device");
+        return;
+    }
+    let cfg = small_cfg();
+    let seed: u64 = rand::rng().random();
+    println!("seed {seed}");
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let weights = random_weights(&cfg, &mut rng);
+    let layouts: Vec<Vec<Grid>> = vec![
+        vec![[1, 4, 4]],
+        vec![[1, 8, 6], [1, 32, 32], [2, 4, 4]],
+        vec![[1, 32, 32]],
+    ];
+    let pixels = |rng: &mut rand_chacha::ChaCha8Rng, gs: &[Grid]| {
+        let n: usize = gs.iter().map(|g| g[0] * g[1] * g[2]).sum();
+        Array2::from_shape_fn((n, cfg.patch_dim()), |_| rng.random_range(-1.8f32..2.1))
+    };
+    let bits = |a: &Array2<f32>| a.iter().map(|v| v.to_bits()).collect::<Vec<u32>>();
+    for precision in [Precision::F32, Precision::Bf16] {
+        let gpu = GpuTower::from_weights(&weights, GpuOptions::new(precision)).unwrap();
+        let p = precision.name();
+        for gs in &layouts {
+            let inputs: Vec<Array2<f32>> = (0..4).map(|_| pixels(&mut rng, gs)).collect();
+            gpu.set_graph_limits(GraphLimits {
+                entries: 0,
+                tokens: 0,
+            });
+            let plain: Vec<Vec<u32>> = inputs
+                .iter()
+                .map(|x| bits(&gpu.forward(x.view(), gs, None).unwrap()))
+                .collect();
+            gpu.set_graph_limits(GraphLimits::default());
+            let before = gpu.graph_stats();
+            for (k, x) in inputs.iter().enumerate() {
+                let got = bits(&gpu.forward(x.view(), gs, None).unwrap());
+                let differ = got.iter().zip(&plain[k]).filter(|(a, b)| a != b).count();
+                assert_eq!(
+                    differ,
+                    0,
+                    "{p}: layout {gs:?}, input {k}: {differ} of {} values differ from the plain \
+                     forward",
+                    got.len()
+                );
+            }
+            let s = gpu.graph_stats();
+            assert!(
+                s.disabled.is_none(),
+                "{p}: graphs disabled: {:?}",
+                s.disabled
+            );
+            // the first forward of a layout runs plain, the second captures, then replays
+            assert_eq!(s.captures - before.captures, 1, "{p}: {s:?}");
+            assert_eq!(s.replays - before.replays, 3, "{p}: {s:?}");
+        }
+        // Bounds: two entries at most, then tokens.
+        gpu.set_graph_limits(GraphLimits {
+            entries: 2,
+            tokens: 1 << 20,
+        });
+        for gs in layouts.iter().chain(&layouts) {
+            for _ in 0..2 {
+                gpu.forward(pixels(&mut rng, gs).view(), gs, None).unwrap();
+            }
+        }
+        let s = gpu.graph_stats();
+        assert_eq!(s.entries, 2, "{p}: {s:?}");
+        assert!(s.evictions >= 1, "{p}: {s:?}");
+        gpu.set_graph_limits(GraphLimits {
+            entries: 16,
+            tokens: 1100,
+        });
+        let s = gpu.graph_stats();
+        assert!(s.tokens <= 1100, "{p}: {s:?}");
+        println!(
+            "{p}: graphs bit-identical to the plain forward over {} layouts x 4 inputs; {s:?}",
+            layouts.len()
         );
     }
 }

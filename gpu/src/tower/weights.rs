@@ -1,6 +1,7 @@
 //! The GPU tower's weights (uploaded once, each GEMM weight in the type its bounds allow) and
 //! the block workspace a forward allocates.
 
+use super::graphs::{GraphLimits, Graphs};
 use super::{GpuOptions, GpuTower, Precision};
 use crate::device::{DBuf, Dev, Dt};
 use crate::error::GpuError;
@@ -73,10 +74,10 @@ pub(super) struct Ws {
 }
 
 impl GpuTower {
-    /// Loads a checkpoint directory (TAPS.md section 1) onto device 0.
+    /// Loads a checkpoint directory (TAPS.md section 1) onto `options.device`.
     pub fn load(dir: &Path, options: GpuOptions) -> Result<Self, GpuError> {
         // Fail fast (before reading gigabytes) when there is no device.
-        crate::device::device_available()?;
+        crate::device::device_info(options.device)?;
         let weights = TowerWeights::<f32>::load(dir)?;
         Self::from_weights(&weights, options)
     }
@@ -94,7 +95,7 @@ impl GpuTower {
             return Err(GpuError::Unsupported("patch dimension too large".into()));
         }
         let bf16 = options.precision == Precision::Bf16;
-        let dev = Dev::open(bf16, hd)?;
+        let dev = Dev::open(options.device, bf16, hd)?;
         let act = dev.act();
         let mut bytes = 0usize;
         let mut up = |what: String, data: &[f32], dt: Dt| -> Result<DBuf, GpuError> {
@@ -200,7 +201,7 @@ impl GpuTower {
             w,
             weight_bytes: bytes,
             warnings: tw.warnings.clone(),
-            lock: Mutex::new(()),
+            lock: Mutex::new(Graphs::new(GraphLimits::from_env()?)),
         })
     }
 
