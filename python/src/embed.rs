@@ -84,7 +84,7 @@ impl Embed {
         };
         let prep = crate::options::build(Some(model_dir.clone()), options, false)?;
         let tower =
-            crate::pool::detached(py, || GpuTower::load(&model_dir, GpuOptions { precision }))?
+            crate::pool::detached(py, || GpuTower::load(&model_dir, GpuOptions::new(precision)))?
                 .map_err(|e| {
                     raise(
                         "ModelError",

@@ -648,13 +648,8 @@ fn bench_gpu(args: &Args) -> anyhow::Result<()> {
         }
     };
     let t0 = Instant::now();
-    let tower = GpuTower::load(
-        &model,
-        GpuOptions {
-            precision: GpuPrecision::Bf16,
-        },
-    )
-    .with_context(|| format!("cannot load {} onto the GPU", model.display()))?;
+    let tower = GpuTower::load(&model, GpuOptions::new(GpuPrecision::Bf16))
+        .with_context(|| format!("cannot load {} onto the GPU", model.display()))?;
     let cfg = tower.config().clone();
     eprintln!(
         "glm5v: GPU tower ready in {:.1} s on {} ({:.0} MB of bf16 weights)",

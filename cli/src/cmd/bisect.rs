@@ -55,7 +55,7 @@ fn load(spec: &str, dir: &Path) -> anyhow::Result<Box<dyn Tower>> {
                 glm5v_gpu::Precision::Bf16
             };
             Box::new(
-                glm5v_gpu::GpuTower::load(dir, glm5v_gpu::GpuOptions { precision })
+                glm5v_gpu::GpuTower::load(dir, glm5v_gpu::GpuOptions::new(precision))
                     .with_context(ctx)?,
             )
         }

@@ -52,7 +52,7 @@ fn cpu_bf16(dir: &Path) -> Result<Box<dyn Tower>, String> {
 
 fn gpu(precision: glm5v_gpu::Precision) -> impl Fn(&Path) -> Result<Box<dyn Tower>, String> {
     move |dir: &Path| {
-        let t = glm5v_gpu::GpuTower::load(dir, glm5v_gpu::GpuOptions { precision })
+        let t = glm5v_gpu::GpuTower::load(dir, glm5v_gpu::GpuOptions::new(precision))
             .map_err(|e| e.to_string())?;
         Ok(Box::new(t) as Box<dyn Tower>)
     }

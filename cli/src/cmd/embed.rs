@@ -76,18 +76,24 @@ fn embed_stream(args: Args, parquet: bool) -> anyhow::Result<Outcome> {
         );
     }
     let b = &args.backend;
-    let mut embedder = b.load()?;
-    embedder.set_prep_options(
-        args.input
-            .tokens
-            .prep_options(Some(&b.model), &args.input.alpha)?,
-    );
+    let mut embedders = b.load_workers()?;
+    let prep = args
+        .input
+        .tokens
+        .prep_options(Some(&b.model), &args.input.alpha)?;
+    for e in &mut embedders {
+        e.set_prep_options(prep.clone());
+    }
     if args.verbose {
         eprintln!(
-            "glm5v: {} backend, {}: {}",
+            "glm5v: {} backend, {}: {}{}",
             b.backend,
             b.precision(),
-            embedder.tower().describe()
+            embedders[0].tower().describe(),
+            match embedders.len() {
+                1 => String::new(),
+                k => format!(", {k} workers"),
+            }
         );
     }
     let info = RunInfo {
@@ -96,9 +102,9 @@ fn embed_stream(args: Args, parquet: bool) -> anyhow::Result<Outcome> {
         backend: b.backend.clone(),
     };
     if parquet {
-        corpus::to_parquet(embedder, inputs, &args.out, &args.corpus, &info)
+        corpus::to_parquet(embedders, inputs, &args.out, &args.corpus, &info)
     } else {
-        corpus::to_safetensors(embedder, inputs, &args.out, &args.corpus, &info)?;
+        corpus::to_safetensors(embedders, inputs, &args.out, &args.corpus, &info)?;
         Ok(Outcome::AllOk)
     }
 }

@@ -96,8 +96,8 @@ fn serve(args: Args) -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .try_init();
     let b = &args.backend;
-    let mut embedder = b.load()?;
-    let mut prep = embedder.prep_options().clone();
+    let mut embedders = b.load_workers()?;
+    let mut prep = embedders[0].prep_options().clone();
     if let Some(n) = args.max_image_tokens {
         prep.image.max_tokens = n;
     }
@@ -106,9 +106,19 @@ fn serve(args: Args) -> anyhow::Result<()> {
     }
     prep.validate()
         .context("--min-image-tokens/--max-image-tokens")?;
-    embedder.set_prep_options(prep);
-    let describe = embedder.tower().describe();
-    let cfg = embedder.config().clone();
+    for e in &mut embedders {
+        e.set_prep_options(prep.clone());
+    }
+    let describe = match embedders.len() {
+        1 => embedders[0].tower().describe(),
+        k => format!("{} x{k}", embedders[0].tower().describe()),
+    };
+    let cfg = embedders[0].config().clone();
+    let gpus: Vec<usize> = if b.backend == "gpu" {
+        b.devices()?
+    } else {
+        Vec::new()
+    };
     let model_name = args.served_model_name.clone().unwrap_or_else(|| {
         b.model
             .canonicalize()
@@ -134,10 +144,11 @@ fn serve(args: Args) -> anyhow::Result<()> {
         "backend": b.backend,
         "precision": b.precision(),
         "tower": describe,
+        "gpus": gpus,
         "model_dir": b.model.display().to_string(),
         "vision_config": serde_json::to_value(&cfg).unwrap_or_default(),
     });
-    let workers = vec![Arc::new(embedder)];
+    let workers: Vec<Arc<_>> = embedders.into_iter().map(Arc::new).collect();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("glm5v-http")

@@ -106,7 +106,7 @@ fn stream<'b>(
     )
 }
 
-fn batcher(embedder: Embedder, args: &CorpusArgs) -> Result<Batcher> {
+fn batcher(embedders: Vec<Embedder>, args: &CorpusArgs) -> Result<Batcher> {
     if args.batch_tokens == 0 {
         bail!("--batch-tokens must be at least 1");
     }
@@ -116,7 +116,10 @@ fn batcher(embedder: Embedder, args: &CorpusArgs) -> Result<Batcher> {
     let mut o = BatcherOptions::new(args.batch_tokens, args.decode_threads);
     // an image priced over --batch-tokens runs in a forward of its own
     o.solo_over_budget = true;
-    Ok(Batcher::new(vec![Arc::new(embedder)], o)?)
+    Ok(Batcher::new(
+        embedders.into_iter().map(Arc::new).collect(),
+        o,
+    )?)
 }
 
 fn describe_error(item: &OrderedItem) -> Option<String> {
@@ -124,15 +127,17 @@ fn describe_error(item: &OrderedItem) -> Option<String> {
 }
 
 /// Embeds `inputs` into the Parquet dataset `out`: a row per input, bad inputs as error rows.
+/// `embedders` (one per device, at least one) share the batcher: each takes the next batch
+/// when it is idle.
 pub fn to_parquet(
-    embedder: Embedder,
+    embedders: Vec<Embedder>,
     inputs: Vec<String>,
     out: &Path,
     args: &CorpusArgs,
     info: &RunInfo,
 ) -> Result<Outcome> {
     let bf16 = args.out_dtype == "bf16";
-    let hidden = embedder.config().out_hidden_size;
+    let hidden = embedders[0].config().out_hidden_size;
     let metadata = vec![
         ("glm5v.model".to_string(), info.model.clone()),
         ("glm5v.precision".to_string(), info.precision.clone()),
@@ -155,7 +160,7 @@ pub fn to_parquet(
         }
     }
     let skipped = given - todo.len();
-    let batcher = batcher(embedder, args)?;
+    let batcher = batcher(embedders, args)?;
     let bar = progress(todo.len(), args.quiet);
     let mut t = Tally {
         ok: 0,
@@ -230,15 +235,15 @@ pub fn to_parquet(
 /// Embeds `inputs` into one safetensors file, all or nothing: the first bad input ends the
 /// run with its error and no file.
 pub fn to_safetensors(
-    embedder: Embedder,
+    embedders: Vec<Embedder>,
     inputs: Vec<String>,
     out: &Path,
     args: &CorpusArgs,
     info: &RunInfo,
 ) -> Result<()> {
     crate::out::check_dir(out)?;
-    let hidden = embedder.config().out_hidden_size;
-    let batcher = batcher(embedder, args)?;
+    let hidden = embedders[0].config().out_hidden_size;
+    let batcher = batcher(embedders, args)?;
     let bar = progress(inputs.len(), args.quiet);
     let start = Instant::now();
     let mut values: Vec<f32> = Vec::new();
