@@ -82,11 +82,13 @@ fn sized<F: Real>(buf: &mut Vec<F>, len: usize) -> &mut [F] {
 /// The block products whose inputs the bf16 mode takes at an IEEE half's precision instead of
 /// bf16 (see [`LinearWeight::with_half_inputs`]), as the GPU's bf16 mode does:
 /// `GLM5V_CPU_BF16_HALF` = a comma list of `qkv`, `proj`, `gate_up`, `down`, or `all`; unset (or
-/// `none`), none. Off by default because it costs what it gains: on the AVX512-BF16 panels each
-/// such product runs twice (tower/full's worst error 1.90e-2 -> 1.03e-2, the GPU's 1.06e-2; the
-/// 32x32 forward 3.7 s -> 7.3 s on 2 Zen 5 cores, slower than the f32 mode), and on AMX the tiles
-/// keep bf16 inputs. With the products, the warnings to add at load (unknown names; AMX).
-fn half_input_products(isa: crate::kernels::isa::Isa) -> (Vec<&'static str>, Vec<String>) {
+/// `none`), none. Off by default because it costs what it gains: each such product runs twice
+/// (an input at half's precision is two bf16 parts): tower/full's worst error 1.84e-2 -> 1.03e-2
+/// (the GPU's 1.06e-2), every tower fixture within 1.1x of the GPU's; the 32x32 forward on 2
+/// cores 3.7 s -> 7.3 s on Zen 5's AVX512-BF16 panels (slower than the f32 mode), 0.92-1.00 s
+/// -> 1.42-1.54 s on a Xeon's AMX tiles (8x8 0.072-0.089 -> 0.096-0.104 s). With the products,
+/// the warnings to add at load (unknown names).
+fn half_input_products() -> (Vec<&'static str>, Vec<String>) {
     const ALL: [&str; 4] = ["qkv", "proj", "gate_up", "down"];
     let Ok(v) = std::env::var("GLM5V_CPU_BF16_HALF") else {
         return (Vec::new(), Vec::new());
@@ -96,7 +98,7 @@ fn half_input_products(isa: crate::kernels::isa::Isa) -> (Vec<&'static str>, Vec
         .map(str::trim)
         .filter(|w| !w.is_empty())
         .collect();
-    let mut warnings: Vec<String> = words
+    let warnings: Vec<String> = words
         .iter()
         .filter(|w| !ALL.contains(w) && !["all", "none"].contains(w))
         .map(|w| {
@@ -107,11 +109,6 @@ fn half_input_products(isa: crate::kernels::isa::Isa) -> (Vec<&'static str>, Vec
         .into_iter()
         .filter(|p| words.iter().any(|w| w == p || *w == "all"))
         .collect();
-    if !on.is_empty() && isa == crate::kernels::isa::Isa::Amx {
-        warnings.push(
-            "GLM5V_CPU_BF16_HALF has no effect on AMX: the tiles take bf16 inputs".to_string(),
-        );
-    }
     (on, warnings)
 }
 
@@ -249,7 +246,7 @@ impl<F: Real> CpuTower<F> {
         let patch = next();
         // block products that take half-precision inputs in the bf16 mode, as on the GPU
         let (half, half_warnings) = if bf16 {
-            half_input_products(crate::kernels::isa::isa())
+            half_input_products()
         } else {
             (Vec::new(), Vec::new())
         };

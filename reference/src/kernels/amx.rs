@@ -1,9 +1,11 @@
 //! `Linear` products on the AMX matrix unit (`tdpbf16ps`): bf16 inputs, f32 accumulation.
 //!
-//! Two uses, one kernel:
+//! Three uses, one kernel:
 //! - **bf16** ([`Parts::One`]): each input is rounded to bf16 (round to nearest even), the
 //!   weights are bf16; every product of two bf16 values is exact in f32 and the unit adds them
 //!   into f32 accumulators. This is the GPU's bf16 policy for a GEMM (bf16 in, f32 out).
+//! - **half inputs** ([`Parts::Two`]): each input rounded to 11 significant bits (IEEE half's
+//!   precision) is exactly two bf16 parts; their two products are summed as bf16 mode's one.
 //! - **f32 by three products** ([`Parts::Three`]): when every weight is exactly a bf16 value
 //!   (every weight of a bf16 checkpoint), each f32 input is split into three bf16 parts,
 //!   `x = hi + mid + lo` exactly (hi = bf16(x), mid = bf16(x - hi), lo = x - hi - mid: f32's 24
@@ -50,6 +52,9 @@ pub(super) const B_STEP: usize = 2 * 1024;
 pub enum Parts {
     /// Rounded to bf16 once (the bf16 mode).
     One,
+    /// Rounded to 11 significant bits (IEEE half's precision, as the GPU's half GEMMs take
+    /// them), then split in two exact bf16 parts (`GLM5V_CPU_BF16_HALF`).
+    Two,
     /// Split in three exact bf16 parts (an f32 product).
     Three,
 }
@@ -58,6 +63,7 @@ impl Parts {
     pub(super) fn count(self) -> usize {
         match self {
             Parts::One => 1,
+            Parts::Two => 2,
             Parts::Three => 3,
         }
     }
@@ -88,6 +94,8 @@ fn kc(parts: Parts) -> usize {
             }
             v => v,
         },
+        // the bf16 mode's products, in two parts
+        Parts::Two => kc(Parts::One),
         Parts::Three => 512,
     }
 }
@@ -683,6 +691,15 @@ fn pack_rows(rows: &[f32], k: usize, parts: Parts, block: &mut [Line]) {
                     let line = &mut block[at(0)].0;
                     for (o, &v) in line.iter_mut().zip(src) {
                         *o = bf16_bits(v);
+                    }
+                }
+                Parts::Two => {
+                    for (j, &v) in src.iter().enumerate() {
+                        let h = super::gemm::round_half_precision(v);
+                        let hi = bf16_bits(h);
+                        // exact: 11 significant bits are 8 + 3 (bf16 holds both parts)
+                        block[at(0)].0[j] = hi;
+                        block[at(1)].0[j] = bf16_bits(h - bf16_value(hi));
                     }
                 }
                 Parts::Three => {

@@ -181,6 +181,9 @@ macro_rules! amx_block {
 amx_block!(block_1_none, none, ("0", "1024"));
 amx_block!(block_1_t0, t0, ("0", "1024"));
 amx_block!(block_1_t1, t1, ("0", "1024"));
+amx_block!(block_2_none, none, ("0", "1024"), ("2048", "3072"));
+amx_block!(block_2_t0, t0, ("0", "1024"), ("2048", "3072"));
+amx_block!(block_2_t1, t1, ("0", "1024"), ("2048", "3072"));
 amx_block!(
     block_3_none,
     none,
@@ -509,6 +512,9 @@ pub(super) unsafe fn block(
             (1, Step::Pipelined, Hint::None) => pipe_1_none(a, b, q, steps, c, sa, sb, ahead),
             (1, Step::Pipelined, Hint::T0) => pipe_1_t0(a, b, q, steps, c, sa, sb, ahead),
             (1, Step::Pipelined, Hint::T1) => pipe_1_t1(a, b, q, steps, c, sa, sb, ahead),
+            (2, _, Hint::None) => block_2_none(a, b, q, steps, c, sa, sb),
+            (2, _, Hint::T0) => block_2_t0(a, b, q, steps, c, sa, sb),
+            (2, _, Hint::T1) => block_2_t1(a, b, q, steps, c, sa, sb),
             (_, _, Hint::None) => block_3_none(a, b, q, steps, c, sa, sb),
             (_, _, Hint::T0) => block_3_t0(a, b, q, steps, c, sa, sb),
             (_, _, Hint::T1) => block_3_t1(a, b, q, steps, c, sa, sb),

@@ -165,6 +165,23 @@ fn edge_shapes(chunk: Option<usize>) {
                 "bf16 {m}x{k}x{n} at {i}"
             );
         }
+        // half inputs: the product of the inputs rounded to 11 significant bits
+        let xh: Vec<f32> = x
+            .iter()
+            .map(|&v| crate::kernels::gemm::round_half_precision(v))
+            .collect();
+        let want = naive(&xh, m, k, &w.to_owned(), None);
+        product(&aw, &x, m, None, None, &mut y, Parts::Two, chunk);
+        for i in 0..m * n {
+            let scale: f64 = 1.0
+                + (0..k)
+                    .map(|j| (xh[i / n * k + j] * w[[i % n, j]]).abs() as f64)
+                    .sum::<f64>();
+            assert!(
+                (y[i] as f64 - want[i]).abs() <= bound * scale,
+                "half {m}x{k}x{n} at {i}"
+            );
+        }
     }
 }
 
@@ -177,6 +194,7 @@ fn block_major_order_gives_the_same_bits() {
     let mut lcg = crate::kernels::Lcg(23);
     for (m, k, n, parts) in [
         (70, 300, 50, Parts::One),
+        (70, 300, 50, Parts::Two),
         (33, 1100, 300, Parts::Three),
         (300, 2048, 520, Parts::Three),
     ] {

@@ -321,7 +321,9 @@ impl<F: Real> LinearWeight<F> {
                 let x = x.as_standard_layout();
                 let b = bias.as_ref().map(|b| b.as_standard_layout());
                 let r = residual.as_ref().map(|r| r.as_standard_layout());
-                let parts = if self.bf16_inputs {
+                let parts = if self.half_inputs {
+                    crate::kernels::amx::Parts::Two
+                } else if self.bf16_inputs {
                     crate::kernels::amx::Parts::One
                 } else {
                     crate::kernels::amx::Parts::Three
@@ -556,7 +558,8 @@ mod tests {
             for (&got, &want) in y.iter().zip(want.iter()) {
                 assert!(
                     (got as f64 - want).abs() < 1e-5 * (1.0 + want.abs()),
-                    "{m}x{k}x{n}"
+                    "{m}x{k}x{n} on {}: {got} against {want}",
+                    lw.kernel()
                 );
             }
         }
