@@ -318,7 +318,8 @@ extern "C" __global__ void layer_norm_gelu(const float* __restrict__ x, const fl
 
 // Per-head RMSNorm of q and k (weights qw, kw [HD]), then the rope (cos/sin [n, HD], rotate_half
 // pairs d and d + HD/2), from the fused qkv [n, 3*heads*HD] plus its bias (bias [3*heads*HD] or
-// null when already added); qkv is f32, or IEEE half when in_f16. Writes q, k, v head-major [heads, n, HD] as act_t, or as IEEE half
+// null when already added); qkv is f32, or IEEE half when in_f16. Writes q, k, v head-major [heads, stride, HD]
+// (stride >= n tokens per head: cuDNN's plans then hold for any n up to it) as act_t, or as IEEE half
 // when f16 != 0 (bf16 builds; the host sets it only where the weights bound the range); q_tap / k_tap
 // (nullable) get the normalised q, k before the rope, token-major [n, heads*HD].
 // HD == 64: eight lanes per (token, head), four items a warp (lane l of a group owns dims 4l..4l+3
@@ -331,7 +332,7 @@ qk_norm_rope(const void* __restrict__ qkv, const float* __restrict__ bias, const
              const float* __restrict__ kw, const float* __restrict__ cosv, const float* __restrict__ sinv,
              act_t* __restrict__ q, act_t* __restrict__ k, act_t* __restrict__ v,
              float* __restrict__ q_tap, float* __restrict__ k_tap, int n, int heads, float eps, int f16,
-             int in_f16) {
+             int in_f16, int stride) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int d_model = heads * HD;
     const long long items = (long long)n * heads;
@@ -348,7 +349,7 @@ qk_norm_rope(const void* __restrict__ qkv, const float* __restrict__ bias, const
         const int h = live ? (int)(idx % heads) : 0;
         const long long t = live ? idx / heads : 0;
         const long long row = t * 3 * d_model;
-        const long long out_base = ((long long)h * n + t) * HD;
+        const long long out_base = ((long long)h * stride + t) * HD;
         float4 x[3][2];
 #pragma unroll
         for (int part = 0; part < 3; ++part)
@@ -415,7 +416,7 @@ qk_norm_rope(const void* __restrict__ qkv, const float* __restrict__ bias, const
         const long long row = t * 3 * d_model;
         const float* c = cosv + t * HD;
         const float* s = sinv + t * HD;
-        const long long out_base = ((long long)h * n + t) * HD;
+        const long long out_base = ((long long)h * stride + t) * HD;
 #pragma unroll
         for (int part = 0; part < 2; ++part) {
             const int col0 = part * d_model + h * HD;

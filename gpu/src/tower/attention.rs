@@ -21,10 +21,21 @@ pub(super) struct Geo {
     pub(super) runs: Vec<Run>,
     /// Attention through cuDNN (every run has a plan); else our kernels over `tiles`.
     pub(super) dnn: bool,
+    /// Tokens per head in q, k, v (head-major [H, stride, hd]): [`head_stride`] of n for
+    /// cuDNN, n for our kernels.
+    pub(super) stride: usize,
     /// cuDNN's workspace (when its plans ask for one) and its half output [N, D].
     pub(super) dnn_ws: Option<DBuf>,
     pub(super) dnn_out: Option<DBuf>,
     pub(super) host_cos_sin: Option<(Array2<f32>, Array2<f32>)>,
+}
+
+/// The head stride (tokens) of q, k, v for cuDNN: n rounded up to a power of two, at least
+/// 4096. A cuDNN plan holds the strides, so one per packed length would cost a plan (~0.3 s on
+/// the H200) for every new batch total; with this, a segment length has one plan per bucket.
+/// The padding rows are never read; it costs at most n more tokens of q, k and v.
+pub(super) fn head_stride(n: usize) -> usize {
+    n.next_power_of_two().max(4096)
 }
 
 /// Queries per block of the scalar attention kernel (`attention`, one thread per query).
@@ -107,8 +118,10 @@ impl GpuTower {
                 .to_vec()
         };
         let runs = runs_of(cu, !self.dev.batch_invariant);
-        let dnn_ws_bytes = self.cudnn_plans(&runs, n)?;
+        let dnn_ws_bytes = self.cudnn_plans(&runs, head_stride(n))?;
         let dnn = dnn_ws_bytes.is_some();
+        // our kernels read q, k, v with n tokens a head
+        let stride = if dnn { head_stride(n) } else { n };
         let dnn_ws = match dnn_ws_bytes {
             Some(b) if b > 0 => Some(self.dev.alloc("cuDNN attention workspace", b, Dt::I32)?),
             _ => None,
@@ -125,6 +138,7 @@ impl GpuTower {
         Ok(Geo {
             runs,
             dnn,
+            stride,
             dnn_ws,
             dnn_out,
             n,
@@ -150,7 +164,12 @@ impl GpuTower {
     /// the blocks use and returns the largest workspace in bytes; `None` when our kernels run
     /// instead (no cuDNN, a segment shorter than the threshold, or no plan, which is an error
     /// only when cuDNN was forced).
-    pub(super) fn cudnn_plans(&self, runs: &[Run], n: usize) -> Result<Option<usize>, GpuError> {
+    /// `stride`: q, k, v's tokens per head ([`head_stride`]).
+    pub(super) fn cudnn_plans(
+        &self,
+        runs: &[Run],
+        stride: usize,
+    ) -> Result<Option<usize>, GpuError> {
         let Some(c) = &self.dev.cudnn else {
             return Ok(None);
         };
@@ -163,7 +182,7 @@ impl GpuTower {
         let mut ws = 0usize;
         for r in runs {
             for &half in &halves {
-                match c.prepare(self.sdpa_shape(r, n, half)) {
+                match c.prepare(self.sdpa_shape(r, stride, half)) {
                     Ok(bytes) => ws = ws.max(bytes),
                     // batch-invariant: no fallback that depends on the batch's other segments
                     Err(e) if self.dev.cudnn_forced || self.dev.batch_invariant => return Err(e),
@@ -205,17 +224,19 @@ impl GpuTower {
         let cu = geometry::cu_seqlens(grid_thw);
         let runs = runs_of(&cu, !self.dev.batch_invariant);
         let n = *cu.last().unwrap_or(&0);
-        Ok(match (self.cudnn_plans(&runs, n)?, &self.dev.cudnn) {
-            (Some(_), Some(c)) => format!("cudnn {}", c.version),
-            _ => {
-                let tiles = tiles_of(&cu, MMA_BQ).len() / 4;
-                let (k, _) = self.dev.attention_kernel(tiles * self.cfg.num_heads, true);
-                match &self.dev.cudnn_note {
-                    Some(why) => format!("{k} (cuDNN: {why})"),
-                    None => k.to_string(),
+        Ok(
+            match (self.cudnn_plans(&runs, head_stride(n))?, &self.dev.cudnn) {
+                (Some(_), Some(c)) => format!("cudnn {}", c.version),
+                _ => {
+                    let tiles = tiles_of(&cu, MMA_BQ).len() / 4;
+                    let (k, _) = self.dev.attention_kernel(tiles * self.cfg.num_heads, true);
+                    match &self.dev.cudnn_note {
+                        Some(why) => format!("{k} (cuDNN: {why})"),
+                        None => k.to_string(),
+                    }
                 }
-            }
-        })
+            },
+        )
     }
 
     pub(super) fn geo_for_grids(
@@ -322,6 +343,7 @@ impl GpuTower {
                 arg(eps),
                 arg(f16),
                 arg(qh as i32),
+                arg(geo.stride as i32),
             ],
         )?;
         if tq != 0 {
@@ -434,7 +456,7 @@ impl GpuTower {
         for r in &geo.runs {
             let (qo, oo) = ((r.start * hd * 2) as u64, (r.start * d * 2) as u64);
             c.run(
-                self.sdpa_shape(r, n, half),
+                self.sdpa_shape(r, geo.stride, half),
                 q.ptr + qo,
                 k.ptr + qo,
                 v.ptr + qo,

@@ -190,7 +190,7 @@ impl GpuTower {
         let cfg = &self.cfg;
         let (n, d) = (geo.n, cfg.hidden_size);
         let total = cfg.depth + 2;
-        let ws = self.ws(n, taps)?;
+        let ws = self.ws(n, geo.stride, taps)?;
         self.patch_embed_dev(px, n, &ws.x)?;
         self.emit(taps, "patch_embed", &ws.x, n, d, d, 0)?;
         if let (Some(sink), Some((c, s))) = (taps.as_deref_mut(), &geo.host_cos_sin) {
@@ -386,7 +386,7 @@ impl Tower for GpuTower {
         geometry::validate_cu_seqlens(cu_seqlens, n)?;
         let _g = self.guard();
         let geo = self.geo(&cos.to_owned(), &sin.to_owned(), cu_seqlens, false)?;
-        let ws = self.ws(n, &taps)?;
+        let ws = self.ws(n, geo.stride, &taps)?;
         let h = hidden.as_standard_layout();
         self.dev
             .upload_into(&ws.x, h.as_slice().expect("contiguous"))?;

@@ -62,7 +62,7 @@ pub(super) struct Ws {
     pub(super) x: DBuf,   // f32 [N, D] residual stream
     pub(super) xn: DBuf,  // act [N, D]
     pub(super) qkv: DBuf, // f32 [N, 3D]
-    pub(super) q: DBuf,   // act [H, N, hd]
+    pub(super) q: DBuf,   // act [H, stride, hd]
     pub(super) k: DBuf,   // act
     pub(super) v: DBuf,   // act
     pub(super) att: DBuf, // act [N, D]
@@ -205,7 +205,13 @@ impl GpuTower {
         })
     }
 
-    pub(super) fn ws(&self, n: usize, taps: &Option<&mut dyn TapSink>) -> Result<Ws, GpuError> {
+    /// The workspace of `n` tokens; q, k, v hold `stride` tokens a head (`Geo::stride`).
+    pub(super) fn ws(
+        &self,
+        n: usize,
+        stride: usize,
+        taps: &Option<&mut dyn TapSink>,
+    ) -> Result<Ws, GpuError> {
         let (d, i) = (self.cfg.hidden_size, self.cfg.intermediate_size);
         let act = self.dev.act();
         let a = |what: &str, len: usize, dt: Dt| self.dev.alloc(what, len, dt);
@@ -214,9 +220,9 @@ impl GpuTower {
             x: a("hidden states [N, D] f32", n * d, Dt::F32)?,
             xn: a("normed hidden [N, D]", n * d, act)?,
             qkv: a("qkv [N, 3D] f32", n * 3 * d, Dt::F32)?,
-            q: a("q [N, D]", n * d, act)?,
-            k: a("k [N, D]", n * d, act)?,
-            v: a("v [N, D]", n * d, act)?,
+            q: a("q [H, stride, hd]", stride * d, act)?,
+            k: a("k [H, stride, hd]", stride * d, act)?,
+            v: a("v [H, stride, hd]", stride * d, act)?,
             att: a("attention output [N, D]", n * d, act)?,
             h: a("branch output [N, D] f32", n * d, Dt::F32)?,
             gu: a("MLP gate|up [N, 2I] f32", n * 2 * i, Dt::F32)?,
