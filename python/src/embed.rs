@@ -83,14 +83,15 @@ impl Embed {
             Some(n) => Threads::Count(n),
         };
         let prep = crate::options::build(Some(model_dir.clone()), options, false)?;
-        let tower =
-            crate::pool::detached(py, || GpuTower::load(&model_dir, GpuOptions::new(precision)))?
-                .map_err(|e| {
-                    raise(
-                        "ModelError",
-                        format!("--backend gpu: {}: {e}", model_dir.display()),
-                    )
-                })?;
+        let tower = crate::pool::detached(py, || {
+            GpuTower::load(&model_dir, GpuOptions::new(precision))
+        })?
+        .map_err(|e| {
+            raise(
+                "ModelError",
+                format!("--backend gpu: {}: {e}", model_dir.display()),
+            )
+        })?;
         let mut inner = Embedder::from_tower(Box::new(tower), threads).map_err(embed_err)?;
         inner.set_prep_options(prep.clone());
         Ok(Embed {

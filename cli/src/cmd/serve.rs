@@ -63,9 +63,10 @@ pub struct Args {
         hide_env_values = true
     )]
     api_key: Option<String>,
-    /// Threads decoding images, apart from the tower's (default 2).
-    #[arg(long, default_value_t = 2, value_name = "N")]
-    decode_threads: usize,
+    /// Threads decoding images, apart from the tower's (default 2; with --backend gpu the
+    /// cores less one, 2 to 16).
+    #[arg(long, value_name = "N")]
+    decode_threads: Option<usize>,
     /// The `model` name answers carry (default: the model directory's name).
     #[arg(long, value_name = "NAME")]
     served_model_name: Option<String>,
@@ -139,7 +140,9 @@ fn serve(args: Args) -> anyhow::Result<()> {
     o.ec_cache_dir = args.ec_cache_dir.clone();
     o.ec_cache_dtype = WireDtype::parse(&args.ec_cache_dtype).expect("clap checked it");
     o.api_key = args.api_key.clone().filter(|k| !k.is_empty());
-    o.decode_threads = args.decode_threads;
+    o.decode_threads = args
+        .decode_threads
+        .unwrap_or_else(|| crate::backend::default_decode_threads(&b.backend));
     o.info = serde_json::json!({
         "backend": b.backend,
         "precision": b.precision(),

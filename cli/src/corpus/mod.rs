@@ -47,9 +47,10 @@ pub struct CorpusArgs {
     /// No progress bar (it is shown only on a terminal anyway); the summary line stays.
     #[arg(long, short)]
     pub quiet: bool,
-    /// Threads decoding images, apart from the tower's.
-    #[arg(long, default_value_t = 2, value_name = "N")]
-    pub decode_threads: usize,
+    /// Threads decoding images, apart from the tower's (default 2; with --backend gpu the
+    /// cores less one, 2 to 16).
+    #[arg(long, value_name = "N")]
+    pub decode_threads: Option<usize>,
 }
 
 /// Metadata of the run, for the outputs.
@@ -106,14 +107,17 @@ fn stream<'b>(
     )
 }
 
-fn batcher(embedders: Vec<Embedder>, args: &CorpusArgs) -> Result<Batcher> {
+fn batcher(embedders: Vec<Embedder>, args: &CorpusArgs, backend: &str) -> Result<Batcher> {
     if args.batch_tokens == 0 {
         bail!("--batch-tokens must be at least 1");
     }
-    if args.decode_threads == 0 {
+    let decode_threads = args
+        .decode_threads
+        .unwrap_or_else(|| crate::backend::default_decode_threads(backend));
+    if decode_threads == 0 {
         bail!("--decode-threads must be at least 1");
     }
-    let mut o = BatcherOptions::new(args.batch_tokens, args.decode_threads);
+    let mut o = BatcherOptions::new(args.batch_tokens, decode_threads);
     // an image priced over --batch-tokens runs in a forward of its own
     o.solo_over_budget = true;
     Ok(Batcher::new(
@@ -160,7 +164,7 @@ pub fn to_parquet(
         }
     }
     let skipped = given - todo.len();
-    let batcher = batcher(embedders, args)?;
+    let batcher = batcher(embedders, args, &info.backend)?;
     let bar = progress(todo.len(), args.quiet);
     let mut t = Tally {
         ok: 0,
@@ -243,7 +247,7 @@ pub fn to_safetensors(
 ) -> Result<()> {
     crate::out::check_dir(out)?;
     let hidden = embedders[0].config().out_hidden_size;
-    let batcher = batcher(embedders, args)?;
+    let batcher = batcher(embedders, args, &info.backend)?;
     let bar = progress(inputs.len(), args.quiet);
     let start = Instant::now();
     let mut values: Vec<f32> = Vec::new();
