@@ -69,13 +69,14 @@ impl GpuOptions {
 pub struct GpuTower {
     cfg: VisionConfig,
     precision: Precision,
+    /// Serialises work on the one stream and cuBLAS handle; holds the graph cache (declared
+    /// before `dev`: the graphs are destroyed before the kernels' module and the handles).
+    lock: Mutex<Graphs>,
     dev: Dev,
     w: Weights,
     /// Bytes of weights on the device.
     weight_bytes: usize,
     warnings: Vec<String>,
-    /// Serialises work on the one stream and cuBLAS handle; holds the graph cache.
-    lock: Mutex<Graphs>,
 }
 
 type Taps<'a, 'b> = &'a mut Option<&'b mut dyn TapSink>;
