@@ -118,10 +118,11 @@ impl GpuTower {
                 .to_vec()
         };
         let runs = runs_of(cu, !self.dev.batch_invariant);
-        let dnn_ws_bytes = self.cudnn_plans(&runs, head_stride(n))?;
+        let padded = head_stride(n);
+        let dnn_ws_bytes = self.cudnn_plans(&runs, padded)?;
         let dnn = dnn_ws_bytes.is_some();
         // our kernels read q, k, v with n tokens a head
-        let stride = if dnn { head_stride(n) } else { n };
+        let stride = if dnn { padded } else { n };
         let dnn_ws = match dnn_ws_bytes {
             Some(b) if b > 0 => Some(self.dev.alloc("cuDNN attention workspace", b, Dt::I32)?),
             _ => None,

@@ -4,8 +4,9 @@
 //! One file per stage, as the reference crate splits the CPU forward: `weights` (the resident
 //! weights and the block workspace), `attention` (geometry, cuDNN plans, a block's attention),
 //! `block` (the row kernels, SwiGLU, a block), `merger` (post_layernorm, downsample, merger),
-//! `graphs` (the forward as CUDA graphs, one per segment layout, in a bounded cache); this file holds the types, the patch embedding, the forward that chains the stages on the
-//! device, and the [`Tower`] impl.
+//! `graphs` (the forward as CUDA graphs, one per segment layout, in a bounded cache); this file
+//! holds the types, the patch embedding, the forward that chains the stages on the device, and
+//! the [`Tower`] impl.
 
 mod attention;
 mod block;

@@ -84,6 +84,8 @@ impl GpuTower {
 
     /// Uploads weights already in memory (f32 on the host) to device 0.
     pub fn from_weights(tw: &TowerWeights<f32>, options: GpuOptions) -> Result<Self, GpuError> {
+        // a bad GLM5V_GPU_GRAPHS* value is refused before any upload
+        let graph_limits = GraphLimits::from_env()?;
         let cfg = tw.config.clone();
         cfg.validate()
             .map_err(|r| GpuError::Unsupported(format!("invalid config: {r}")))?;
@@ -201,7 +203,7 @@ impl GpuTower {
             w,
             weight_bytes: bytes,
             warnings: tw.warnings.clone(),
-            lock: Mutex::new(Graphs::new(GraphLimits::from_env()?)),
+            lock: Mutex::new(Graphs::new(graph_limits)),
         })
     }
 
