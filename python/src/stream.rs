@@ -229,7 +229,7 @@ fn work(
         let (name, ours) = meta.borrow_mut().remove(&item.index).unwrap_or_default();
         let result = match (ours, item.result) {
             (Some(message), _) => Err(message),
-            (None, Ok(out)) => Ok((out.embeddings, out.grid, out.batch_items)),
+            (None, Ok(out)) => Ok((out.embeddings.into_owned(), out.grid, out.batch_items)),
             (None, Err(e)) => Err(e.to_string()),
         };
         if tx.send(Msg::Item(item.index, name, result)).is_err() {

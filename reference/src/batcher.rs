@@ -26,7 +26,7 @@
 use crate::embedder::Embedder;
 use crate::geometry::Grid;
 use glm5v_prep::{ImageSource, Plan, PrepError, PrepOptions};
-use ndarray::{Array2, ArrayView2, s};
+use ndarray::{ArcArray2, ArrayView2, s};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -89,8 +89,10 @@ pub struct JobTimings {
     pub queue: Duration,
     /// Decoding and preprocessing.
     pub decode: Duration,
-    /// Decoded until its forward started.
+    /// Decoded until its batch started.
     pub wait: Duration,
+    /// Copying its batch's pixels into one buffer (shared with the inputs packed with it).
+    pub gather: Duration,
     /// Its forward (shared with the inputs packed with it).
     pub forward: Duration,
 }
@@ -98,8 +100,9 @@ pub struct JobTimings {
 /// One input's embeddings.
 #[derive(Debug, Clone)]
 pub struct JobOutput {
-    /// `[tokens, out_hidden_size]`, row-major.
-    pub embeddings: Array2<f32>,
+    /// `[tokens, out_hidden_size]`, row-major: its rows of the batch's output, shared with
+    /// the inputs packed with it (no copy; `.into_owned()` copies them out).
+    pub embeddings: ArcArray2<f32>,
     /// `[t, h, w]` in patches.
     pub grid: Grid,
     pub timings: JobTimings,
@@ -153,6 +156,9 @@ pub struct BatchReport {
     pub worker: usize,
     pub items: usize,
     pub tokens: usize,
+    /// Copying the inputs' pixels into one buffer for the forward.
+    pub gather: Duration,
+    /// The tower's forward.
     pub forward: Duration,
 }
 
@@ -520,6 +526,10 @@ fn finish_decode(shared: &Shared, reserved: usize, tokens: usize, decoded: Optio
 }
 
 fn worker_loop(shared: &Shared, embedder: &Embedder, worker: usize) {
+    // The batch's pixels, gathered here: kept from one forward to the next, so that a batch
+    // copies into memory already mapped (a fresh buffer of a full GPU batch, ~300 MB, costs
+    // tens of ms in page faults alone). It holds the largest batch seen.
+    let mut gather = Vec::new();
     loop {
         let batch = {
             let mut st = shared.state.lock().expect("batcher state");
@@ -551,11 +561,45 @@ fn worker_loop(shared: &Shared, embedder: &Embedder, worker: usize) {
             taken
         };
         shared.decode_cv.notify_all();
-        run_batch(shared, embedder, worker, batch);
+        run_batch(shared, embedder, worker, batch, &mut gather);
     }
 }
 
-fn run_batch(shared: &Shared, embedder: &Embedder, worker: usize, batch: Vec<Decoded>) {
+/// Copies the inputs' pixels, in order, into the front of `dst` (grown when too short, never
+/// shrunk or cleared: each float is written once) in pieces of at most [`GATHER_PIECE`] floats
+/// spread over the current rayon pool (one thread's copy of a full GPU batch is tens of ms the
+/// tower waits for). Returns the gathered floats.
+fn gather_pixels<'a>(srcs: &[&[f32]], dst: &'a mut Vec<f32>) -> &'a [f32] {
+    use rayon::prelude::*;
+    let total: usize = srcs.iter().map(|p| p.len()).sum();
+    if dst.len() < total {
+        dst.resize(total, 0.0);
+    }
+    let mut pieces: Vec<(&[f32], &mut [f32])> = Vec::new();
+    let mut rest: &mut [f32] = &mut dst[..total];
+    for p in srcs {
+        for src in p.chunks(GATHER_PIECE) {
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(src.len());
+            pieces.push((src, head));
+            rest = tail;
+        }
+    }
+    pieces
+        .into_par_iter()
+        .for_each(|(src, dst)| dst.copy_from_slice(src));
+    &dst[..total]
+}
+
+/// Floats per parallel piece of [`gather_pixels`] (1 MiB).
+const GATHER_PIECE: usize = 1 << 18;
+
+fn run_batch(
+    shared: &Shared,
+    embedder: &Embedder,
+    worker: usize,
+    batch: Vec<Decoded>,
+    gather: &mut Vec<f32>,
+) {
     let total = batch.len();
     let (live, cancelled): (Vec<Decoded>, Vec<Decoded>) =
         batch.into_iter().partition(|d| !d.cancel.is_cancelled());
@@ -566,14 +610,13 @@ fn run_batch(shared: &Shared, embedder: &Embedder, worker: usize, batch: Vec<Dec
     if !live.is_empty() {
         let started = Instant::now();
         let rows: usize = live.iter().map(|d| d.pixels.len() / shared.patch_dim).sum();
-        let mut pixels = Vec::with_capacity(rows * shared.patch_dim);
-        for d in &live {
-            pixels.extend_from_slice(&d.pixels);
-        }
+        let srcs: Vec<&[f32]> = live.iter().map(|d| d.pixels.as_slice()).collect();
+        let pixels = embedder.install(|| gather_pixels(&srcs, gather));
         let grids: Vec<Grid> = live.iter().map(|d| d.grid).collect();
-        let view = ArrayView2::from_shape((rows, shared.patch_dim), &pixels).expect("whole rows");
+        let view = ArrayView2::from_shape((rows, shared.patch_dim), pixels).expect("whole rows");
+        let gathered = started.elapsed();
         let result = catch_unwind(AssertUnwindSafe(|| embedder.embed_pixels(view, &grids)));
-        let forward = started.elapsed();
+        let forward = started.elapsed() - gathered;
         let tokens: usize = live.iter().map(|d| d.tokens).sum();
         match result {
             Ok(Ok(out)) => {
@@ -583,20 +626,22 @@ fn run_batch(shared: &Shared, embedder: &Embedder, worker: usize, batch: Vec<Dec
                         worker,
                         items: live.len(),
                         tokens,
+                        gather: gathered,
                         forward,
                     });
                 }
                 let n = live.len();
+                // Each input gets a view of the batch's rows, not a copy: the batch's output
+                // is freed when the last of its inputs' rows is dropped.
+                let batch_rows = out.embeddings.into_shared();
                 for (d, span) in live.into_iter().zip(&out.items) {
-                    let rows = out
-                        .embeddings
-                        .slice(s![
-                            span.token_offset..span.token_offset + span.token_count,
-                            ..
-                        ])
-                        .to_owned();
+                    let rows = batch_rows.clone().slice_move(s![
+                        span.token_offset..span.token_offset + span.token_count,
+                        ..
+                    ]);
                     let timings = JobTimings {
                         wait: started - d.decoded,
+                        gather: gathered,
                         forward,
                         ..d.timings
                     };
@@ -734,5 +779,44 @@ impl<I: Iterator<Item = ImageSource>> Iterator for Ordered<'_, I> {
             };
             self.done.insert(index, item);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{GATHER_PIECE, gather_pixels};
+
+    /// Inputs of several pieces each, one under a piece, one empty, into a buffer left longer
+    /// by a bigger batch before: the result is the concatenation, whatever the buffer held.
+    #[test]
+    fn gather_is_the_concatenation() {
+        let sizes = [
+            2 * GATHER_PIECE + 17,
+            5,
+            0,
+            GATHER_PIECE,
+            3 * GATHER_PIECE - 1,
+        ];
+        let inputs: Vec<Vec<f32>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (0..n).map(|j| (i * 1_000_003 + j) as f32).collect())
+            .collect();
+        let want: Vec<f32> = inputs.iter().flatten().copied().collect();
+        let mut buf = vec![f32::NAN; want.len() + 12345];
+        let srcs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
+        let got = gather_pixels(&srcs, &mut buf);
+        assert_eq!(got.len(), want.len());
+        assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        );
+        // a smaller batch after it, into the same buffer
+        let got = gather_pixels(&srcs[1..2], &mut buf).to_vec();
+        assert_eq!(got, inputs[1]);
+        // into an empty buffer
+        let mut empty = Vec::new();
+        assert_eq!(gather_pixels(&srcs[3..4], &mut empty), &inputs[3][..]);
     }
 }

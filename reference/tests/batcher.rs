@@ -7,7 +7,7 @@ use glm5v_reference::{
     Batcher, BatcherOptions, CancelToken, EmbedOptions, Embedder, JobError, JobResult, Ordered,
     Precision, Threads,
 };
-use ndarray::Array2;
+use ndarray::{Array2, ArrayRef2};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
@@ -57,7 +57,7 @@ fn alone(e: &Embedder, src: &ImageSource) -> Array2<f32> {
         .embeddings
 }
 
-fn same_bits(a: &Array2<f32>, b: &Array2<f32>) -> bool {
+fn same_bits(a: &ArrayRef2<f32>, b: &ArrayRef2<f32>) -> bool {
     a.dim() == b.dim() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 

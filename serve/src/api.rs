@@ -5,7 +5,7 @@ use crate::error::ApiError;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use glm5v_prep::ImageSource;
-use ndarray::Array2;
+use ndarray::ArrayView2;
 use serde::{Deserialize, Serialize};
 
 /// `POST /v1/embeddings` and `POST /v1/plan`.
@@ -190,7 +190,7 @@ pub struct PlanItem {
 
 /// `embedding` of one input in the asked format.
 pub fn encode(
-    rows: &Array2<f32>,
+    rows: ArrayView2<f32>,
     format: EncodingFormat,
     dtype: WireDtype,
 ) -> Result<Embedding, ApiError> {

@@ -5,7 +5,7 @@
 //! name in its folder and renamed, so a reader never sees half a file.
 
 use crate::api::WireDtype;
-use ndarray::Array2;
+use ndarray::ArrayView2;
 use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -34,7 +34,7 @@ pub fn valid_key(key: &str) -> bool {
 pub fn write(
     dir: &Path,
     key: &str,
-    rows: &Array2<f32>,
+    rows: ArrayView2<f32>,
     dtype: WireDtype,
 ) -> std::io::Result<PathBuf> {
     let folder = dir.join(key);

@@ -33,6 +33,7 @@ pub struct Metrics {
     pub queue_seconds: Histogram,
     pub decode_seconds: Histogram,
     pub wait_seconds: Histogram,
+    pub gather_seconds: Histogram,
     pub forward_seconds: Histogram,
     pub request_seconds: Histogram,
     render: Mutex<()>,
@@ -99,8 +100,14 @@ impl Metrics {
         let wait_seconds = secs();
         registry.register(
             "batch_wait_duration_seconds",
-            "Input decoded until its forward started",
+            "Input decoded until its batch started (the gather, then the forward)",
             wait_seconds.clone(),
+        );
+        let gather_seconds = secs();
+        registry.register(
+            "batch_gather_duration_seconds",
+            "Copying a forward's inputs' pixels into one buffer, before the forward",
+            gather_seconds.clone(),
         );
         let forward_seconds = secs();
         registry.register(
@@ -129,6 +136,7 @@ impl Metrics {
             queue_seconds,
             decode_seconds,
             wait_seconds,
+            gather_seconds,
             forward_seconds,
             request_seconds,
             render: Mutex::new(()),
@@ -144,6 +152,7 @@ impl Metrics {
     pub fn observe_batch(&self, b: &BatchReport) {
         self.batch_tokens.observe(b.tokens as f64);
         self.batch_items.observe(b.items as f64);
+        self.gather_seconds.observe(b.gather.as_secs_f64());
         self.forward_seconds.observe(b.forward.as_secs_f64());
     }
 

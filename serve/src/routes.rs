@@ -276,7 +276,11 @@ async fn embed_request(
     let dtype = req.dtype.unwrap_or_default();
     if format == EncodingFormat::Npy && dtype == WireDtype::Bf16 {
         // refused before any work (encode would refuse it after the forward)
-        api::encode(&ndarray::Array2::zeros((0, 0)), format, dtype)?;
+        api::encode(
+            ndarray::ArrayView2::from_shape((0, 0), &[]).expect("empty"),
+            format,
+            dtype,
+        )?;
     }
     let st = state.clone();
     let inputs = blocking(move || price_inputs(&st, req.input.into_vec(), req.uuid, true)).await?;
@@ -345,8 +349,8 @@ async fn embed_request(
         let mut data = Vec::with_capacity(outputs.len());
         for (index, (o, key)) in outputs.into_iter().zip(keys).enumerate() {
             if let Some(dir) = &st.options.ec_cache_dir {
-                ec_cache::write(dir, &key, &o.embeddings, st.options.ec_cache_dtype).map_err(
-                    |e| {
+                ec_cache::write(dir, &key, o.embeddings.view(), st.options.ec_cache_dtype)
+                    .map_err(|e| {
                         ApiError::new(
                             StatusCode::INTERNAL_SERVER_ERROR,
                             format!(
@@ -354,13 +358,12 @@ async fn embed_request(
                                 dir.display()
                             ),
                         )
-                    },
-                )?;
+                    })?;
             }
             data.push(EmbeddingItem {
                 object: "embedding",
                 index,
-                embedding: api::encode(&o.embeddings, format, dtype)?,
+                embedding: api::encode(o.embeddings.view(), format, dtype)?,
                 shape: [o.embeddings.nrows(), o.embeddings.ncols()],
                 grid_thw: o.grid,
                 key,

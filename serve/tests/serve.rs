@@ -238,6 +238,7 @@ async fn every_route_answers_and_embeddings_match_embed_alone() {
         "glm5v_queue_size 0",
         "glm5v_batch_tokens_bucket",
         "glm5v_forward_duration_seconds_count",
+        "glm5v_batch_gather_duration_seconds_count",
         "glm5v_decode_duration_seconds_count 9",
         "glm5v_dropped_inputs_total 0",
     ] {
