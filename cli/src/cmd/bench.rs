@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+mod batcher;
 mod cpu;
 mod load;
 
@@ -40,12 +41,15 @@ const SCRIPT: &str = include_str!("../../scripts/bench_upstream.py");
 /// turns; then a fixed rate; with --sustain S our server alone for S s with its RSS sampled.
 /// corpus: `glm5v embed DIR --out x.parquet` over --count photos of mixed sizes and formats
 /// against upstream's loop (processor + model over batches of --batch, results in memory).
+/// batcher: the batcher `serve` and corpus runs share, over --count 448x448 photos, with a
+/// stand-in tower of the real shapes that only reads its pixels and writes its output (no
+/// arithmetic): the host's share of a GPU forward and a ceiling on images/s for this host.
 /// serve and corpus take `--backend cpu|gpu` for the side they run on.
 /// `--backend cpu|gpu` is another spelling of the cpu / gpu benchmark.
 #[derive(clap::Args)]
 pub struct Args {
     /// What to measure (or give --backend cpu|gpu instead).
-    #[arg(value_parser = ["prep", "cpu", "gpu", "serve", "corpus"], required_unless_present = "backend")]
+    #[arg(value_parser = ["prep", "cpu", "gpu", "serve", "corpus", "batcher"], required_unless_present = "backend")]
     what: Option<String>,
     /// The tower benchmark to run: `--backend gpu` is `bench gpu`, `--backend cpu` is `bench cpu`.
     #[arg(long, value_parser = ["cpu", "gpu"])]
@@ -88,19 +92,19 @@ pub struct Args {
     /// serve: seconds of load per turn and side.
     #[arg(long, default_value_t = 30.0)]
     duration: f64,
-    /// serve, corpus: turns per side (the sides alternate).
+    /// serve, corpus, batcher: turns per side (the sides alternate).
     #[arg(long, default_value_t = 2)]
     turns: usize,
     /// serve: then our server alone for this many seconds, RSS sampled every second (0: skip).
     #[arg(long, default_value_t = 0.0)]
     sustain: f64,
-    /// corpus: photos to embed.
+    /// corpus, batcher: photos to embed.
     #[arg(long, default_value_t = 200)]
     count: usize,
     /// corpus: images per batch of upstream's loop.
     #[arg(long, default_value_t = 8)]
     batch: usize,
-    /// corpus: our --batch-tokens.
+    /// corpus, batcher: our --batch-tokens.
     #[arg(long, default_value_t = 2048)]
     batch_tokens: usize,
 }
@@ -110,7 +114,7 @@ impl Args {
     fn what(&self) -> anyhow::Result<&str> {
         match (self.what.as_deref(), self.backend.as_deref()) {
             // serve and corpus run on either backend
-            (Some(w), Some(b)) if w != b && !matches!(w, "serve" | "corpus") => {
+            (Some(w), Some(b)) if w != b && !matches!(w, "serve" | "corpus" | "batcher") => {
                 bail!("`bench {w}` and `--backend {b}` disagree: give one of them")
             }
             (Some(w), _) => Ok(w),
@@ -355,6 +359,11 @@ pub fn run(args: Args) -> CmdResult {
     }
     if what == "gpu" {
         return Ok(bench_gpu(&args)?);
+    }
+    if what == "batcher" {
+        let dir = tempfile::Builder::new().prefix("glm5v-bench-").tempdir()?;
+        batcher::bench_batcher(&args, dir.path())?;
+        return Ok(());
     }
     if what == "serve" || what == "corpus" {
         // our side runs without upstream's Python too (its columns are then missing)

@@ -50,7 +50,7 @@ fn model(args: &Args, dir: &Path) -> Result<PathBuf> {
 
 /// Photos cut from the committed 3264x2448 JPEG: `sizes` (w, h) in turn, written as PNG, JPEG,
 /// WebP (lossless) and BMP in turn.
-fn photos(dir: &Path, count: usize, sizes: &[(u32, u32)]) -> Result<Vec<PathBuf>> {
+pub(super) fn photos(dir: &Path, count: usize, sizes: &[(u32, u32)]) -> Result<Vec<PathBuf>> {
     let rel = "fixtures/prep/images/large_3264x2448.jpg";
     let src = [
         PathBuf::from(rel),
