@@ -41,9 +41,11 @@ const SCRIPT: &str = include_str!("../../scripts/bench_upstream.py");
 /// turns; then a fixed rate; with --sustain S our server alone for S s with its RSS sampled.
 /// corpus: `glm5v embed DIR --out x.parquet` over --count photos of mixed sizes and formats
 /// against upstream's loop (processor + model over batches of --batch, results in memory).
-/// batcher: the batcher `serve` and corpus runs share, over --count 448x448 photos, with a
-/// stand-in tower of the real shapes that only reads its pixels and writes its output (no
-/// arithmetic): the host's share of a GPU forward and a ceiling on images/s for this host.
+/// batcher: the batcher `serve` and corpus runs share, --count 448x448 photos for each of
+/// --clients closed-loop clients, with a stand-in tower of the real shapes that only reads its
+/// pixels and writes its output (no arithmetic: the host's share of a GPU forward and a ceiling
+/// on images/s for this host), or with `--backend cpu|gpu` the real tower (--model, else the
+/// synthetic full checkpoint). `bench gpu` ends with the same cases on the GPU tower.
 /// serve and corpus take `--backend cpu|gpu` for the side they run on.
 /// `--backend cpu|gpu` is another spelling of the cpu / gpu benchmark.
 #[derive(clap::Args)]
@@ -107,6 +109,10 @@ pub struct Args {
     /// corpus, batcher: our --batch-tokens.
     #[arg(long, default_value_t = 2048)]
     batch_tokens: usize,
+    /// batcher, gpu: closed-loop clients of each batcher case, comma-separated (each submits
+    /// one 448x448 photo and waits for it before the next).
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32")]
+    clients: Vec<usize>,
 }
 
 impl Args {
@@ -695,7 +701,31 @@ fn bench_gpu(args: &Args) -> anyhow::Result<()> {
     for line in tower.attention_log() {
         eprintln!("glm5v: cuDNN attention plan: {line}");
     }
-    drop(tower); // the device memory goes back before upstream runs
+    // the server-like cases: 448x448 photos through the batcher at --clients, on this tower
+    let mut served = Vec::new();
+    if !args.clients.is_empty() {
+        let embedder = std::sync::Arc::new(glm5v_reference::Embedder::from_tower(
+            Box::new(tower),
+            glm5v_reference::Threads::Global,
+        )?);
+        let photos = batcher::photo_inputs(dir.path()).unwrap_or_else(|e| {
+            eprintln!("glm5v: no batcher cases: {e:#}");
+            Vec::new()
+        });
+        let options = glm5v_reference::BatcherOptions::new(
+            16384,
+            crate::backend::default_decode_threads("gpu"),
+        );
+        for &clients in args.clients.iter().filter(|_| !photos.is_empty()) {
+            eprintln!("glm5v: ours: {clients} clients through the batcher");
+            match batcher::closed_loop(&embedder, &photos, clients, args.count, options) {
+                Ok(c) => served.push(c),
+                Err(e) => eprintln!("glm5v: ours failed with {clients} clients: {e}"),
+            }
+        }
+    } else {
+        drop(tower);
+    } // the device memory goes back before upstream runs
 
     let up = match &py {
         Some(py) => {
@@ -830,6 +860,22 @@ fn bench_gpu(args: &Args) -> anyhow::Result<()> {
         println!("{r}");
     }
     println!("\nratios = upstream / ours (higher is faster); TFLOP/s = ours");
+    if !served.is_empty() {
+        // the tower's own rate on a packed batch of 448x448 images, when a case measured one
+        let packed = cases.iter().zip(&ours).find_map(|(c, r)| {
+            let all448 = c.images > 1 && c.grids.iter().all(|g| *g == [1, 32, 32]);
+            match r {
+                Ok(t) if all448 => Some(c.images as f64 / (median(t.clone()) / 1e3)),
+                _ => None,
+            }
+        });
+        println!(
+            "\nthrough the batcher (as `serve` and corpus runs use it): {} 448x448 photos (8 distinct) a case, closed loop, --batch-tokens 16384; of packed = images/s over the tower's own on the packed 448x448 case{}\n",
+            args.count,
+            if packed.is_none() { " (not run)" } else { "" }
+        );
+        batcher::print_cases(&served, packed);
+    }
     Ok(())
 }
 

@@ -17,6 +17,7 @@ use glm5v_reference::{
 };
 use ndarray::{Array2, ArrayView2};
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
@@ -89,42 +90,82 @@ impl Tower for HostOnly {
     }
 }
 
-/// One turn: every input submitted at once, then waited for.
-struct Turn {
-    wall: Duration,
-    reports: Vec<BatchReport>,
+/// One closed-loop case: `clients` callers, each submitting one input and waiting for it before
+/// the next, until `count` inputs are answered.
+pub(super) struct ClientCase {
+    pub clients: usize,
+    pub images_per_s: f64,
+    pub latency_ms: Vec<f64>,
+    pub reports: Vec<BatchReport>,
 }
 
-fn turn(
-    batcher: &Batcher,
+/// Runs `clients` callers over `inputs` in turn until `count` are answered, on a batcher of its
+/// own over `embedder` (after an untimed warm-up of `2 * clients` inputs: graphs and plans
+/// are made there).
+pub(super) fn closed_loop(
+    embedder: &Arc<Embedder>,
     inputs: &[ImageSource],
-    tokens: usize,
-    reports: &Mutex<Vec<BatchReport>>,
-) -> Result<Turn> {
+    clients: usize,
+    count: usize,
+    options: BatcherOptions,
+) -> Result<ClientCase> {
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let sink = reports.clone();
+    let batcher = Batcher::with_observer(
+        vec![embedder.clone()],
+        options,
+        Some(Arc::new(move |b: &BatchReport| {
+            sink.lock().expect("reports").push(*b)
+        })),
+    )?;
+    let tokens = batcher.plan(&inputs[0])?.tokens;
+    let run = |n: usize| -> Result<(Duration, Vec<f64>)> {
+        let next = AtomicUsize::new(0);
+        let start = Instant::now();
+        let lat = std::thread::scope(|sc| {
+            let hs: Vec<_> = (0..clients.max(1))
+                .map(|_| {
+                    sc.spawn(|| -> Result<Vec<f64>> {
+                        let mut lat = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            if i >= n {
+                                return Ok(lat);
+                            }
+                            let (tx, rx) = mpsc::channel::<JobResult>();
+                            let t = Instant::now();
+                            batcher.submit(
+                                inputs[i % inputs.len()].clone(),
+                                tokens,
+                                CancelToken::new(),
+                                move |r| {
+                                    let _ = tx.send(r);
+                                },
+                            );
+                            match rx.recv() {
+                                Ok(Ok(_)) => lat.push(t.elapsed().as_secs_f64() * 1e3),
+                                Ok(Err(e)) => bail!("bench batcher: input {i} failed: {e}"),
+                                Err(_) => bail!("bench batcher: input {i} was never answered"),
+                            }
+                        }
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().expect("a client thread"))
+                .collect::<Result<Vec<_>>>()
+        })?;
+        Ok((start.elapsed(), lat.concat()))
+    };
+    run(2 * clients.max(1))?;
     reports.lock().expect("reports").clear();
-    let (tx, rx) = mpsc::channel::<JobResult>();
-    let start = Instant::now();
-    for s in inputs {
-        let tx = tx.clone();
-        batcher.submit(s.clone(), tokens, CancelToken::new(), move |r| {
-            let _ = tx.send(r);
-        });
-    }
-    drop(tx);
-    let mut n = 0;
-    for r in rx {
-        if let Err(e) = r {
-            bail!("bench batcher: an input failed: {e}");
-        }
-        n += 1;
-    }
-    let wall = start.elapsed();
-    if n != inputs.len() {
-        bail!("bench batcher: {n} of {} inputs answered", inputs.len());
-    }
-    Ok(Turn {
-        wall,
-        reports: reports.lock().expect("reports").clone(),
+    let (wall, latency_ms) = run(count)?;
+    let reports = reports.lock().expect("reports").clone();
+    Ok(ClientCase {
+        clients,
+        images_per_s: count as f64 / wall.as_secs_f64(),
+        latency_ms,
+        reports,
     })
 }
 
@@ -136,12 +177,41 @@ fn quantile(mut v: Vec<f64>, p: f64) -> f64 {
     v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]
 }
 
-pub fn bench_batcher(args: &Args, dir: &Path) -> Result<()> {
-    if args.count == 0 {
-        bail!("--count must be at least 1");
+/// The cases' table (`packed`: the tower's own images/s on a packed batch, when known).
+pub(super) fn print_cases(cases: &[ClientCase], packed: Option<f64>) {
+    println!(
+        "| clients | images/s | of packed | latency ms p50 (p95) | inputs a batch, median | gather ms p50 | forward ms p50 | worker ms an image, p50 |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for c in cases {
+        let ms = |f: fn(&BatchReport) -> Duration| -> Vec<f64> {
+            c.reports.iter().map(|b| f(b).as_secs_f64() * 1e3).collect()
+        };
+        let per_image: Vec<f64> = c
+            .reports
+            .iter()
+            .map(|b| (b.gather + b.forward).as_secs_f64() * 1e3 / b.items.max(1) as f64)
+            .collect();
+        println!(
+            "| {} | {:.1} | {} | {:.1} ({:.1}) | {:.0} | {:.2} | {:.2} | {:.3} |",
+            c.clients,
+            c.images_per_s,
+            packed
+                .map(|p| format!("{:.0}%", 100.0 * c.images_per_s / p))
+                .unwrap_or_else(|| "n/a".into()),
+            quantile(c.latency_ms.clone(), 0.5),
+            quantile(c.latency_ms.clone(), 0.95),
+            quantile(c.reports.iter().map(|b| b.items as f64).collect(), 0.5),
+            quantile(ms(|b| b.gather), 0.5),
+            quantile(ms(|b| b.forward), 0.5),
+            quantile(per_image, 0.5),
+        );
     }
-    let photos = super::load::photos(&dir.join("photos"), 8, &[(448, 448)])?;
-    let bytes: Vec<ImageSource> = photos
+}
+
+/// The 448x448 photos as bytes in memory (8 distinct).
+pub(super) fn photo_inputs(dir: &Path) -> Result<Vec<ImageSource>> {
+    super::load::photos(&dir.join("photos"), 8, &[(448, 448)])?
         .iter()
         .map(|p| {
             Ok(ImageSource::Bytes {
@@ -149,86 +219,74 @@ pub fn bench_batcher(args: &Args, dir: &Path) -> Result<()> {
                 bytes: std::fs::read(p)?,
             })
         })
-        .collect::<Result<_>>()?;
-    let inputs: Vec<ImageSource> = (0..args.count)
-        .map(|i| bytes[i % bytes.len()].clone())
-        .collect();
-    let cfg = Preset::Full.config();
-    let embedder = Arc::new(Embedder::from_tower(
-        Box::new(HostOnly { cfg }),
-        Threads::Global,
-    )?);
-    let decode_threads = crate::backend::default_decode_threads("gpu");
-    let options = BatcherOptions::new(args.batch_tokens, decode_threads);
-    let reports = Arc::new(Mutex::new(Vec::new()));
-    let sink = reports.clone();
-    let batcher = Batcher::with_observer(
-        vec![embedder],
-        options,
-        Some(Arc::new(move |b: &BatchReport| {
-            sink.lock().expect("reports").push(*b)
-        })),
-    )?;
-    let tokens = batcher.plan(&inputs[0])?.tokens;
-    // a warm-up turn: the gather buffer and the allocator reach their steady state
-    turn(&batcher, &inputs[..inputs.len().min(64)], tokens, &reports)?;
-    let mut turns = Vec::new();
-    for t in 0..args.turns.max(1) {
-        let r = turn(&batcher, &inputs, tokens, &reports)?;
-        eprintln!(
-            "bench batcher: turn {t}: {:.1} images/s, {} batches",
-            inputs.len() as f64 / r.wall.as_secs_f64(),
-            r.reports.len()
-        );
-        turns.push(r);
-    }
-    let rates: Vec<f64> = turns
-        .iter()
-        .map(|t| inputs.len() as f64 / t.wall.as_secs_f64())
-        .collect();
-    let all: Vec<&BatchReport> = turns.iter().flat_map(|t| &t.reports).collect();
-    let ms = |f: fn(&BatchReport) -> Duration| -> Vec<f64> {
-        all.iter().map(|b| f(b).as_secs_f64() * 1e3).collect()
-    };
-    let gather = ms(|b| b.gather);
-    let forward = ms(|b| b.forward);
-    let items: Vec<f64> = all.iter().map(|b| b.items as f64).collect();
-    let per_image: Vec<f64> = all
-        .iter()
-        .map(|b| (b.gather + b.forward).as_secs_f64() * 1e3 / b.items.max(1) as f64)
-        .collect();
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .collect()
+}
+
+fn cpu_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|c| {
             c.lines()
                 .find_map(|l| l.strip_prefix("model name"))
                 .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+pub fn bench_batcher(args: &Args, dir: &Path) -> Result<()> {
+    if args.count == 0 {
+        bail!("--count must be at least 1");
+    }
+    if args.clients.contains(&0) {
+        bail!("--clients: each value must be at least 1");
+    }
+    let inputs = photo_inputs(dir)?;
+    let (embedder, tower) = match args.backend.as_deref() {
+        None => (
+            Embedder::from_tower(
+                Box::new(HostOnly {
+                    cfg: Preset::Full.config(),
+                }),
+                Threads::Global,
+            )?,
+            "a host-only stand-in tower of GLM-5.3-Flash shapes (no arithmetic)".to_string(),
+        ),
+        Some(backend) => {
+            let b = crate::backend::BackendArgs {
+                model: super::load::model(args, dir)?,
+                backend: backend.to_string(),
+                gpus: None,
+                precision: None,
+                threads: None,
+            };
+            let e = b.load()?;
+            let d = format!("{} ({})", e.tower().describe(), b.model.display());
+            (e, d)
+        }
+    };
+    let embedder = Arc::new(embedder);
+    let backend = args.backend.as_deref().unwrap_or("gpu");
+    let decode_threads = crate::backend::default_decode_threads(backend);
+    let options = BatcherOptions::new(args.batch_tokens, decode_threads);
+    let mut cases = Vec::new();
+    for &clients in &args.clients {
+        let c = closed_loop(&embedder, &inputs, clients, args.count, options)?;
+        eprintln!(
+            "bench batcher: {clients} clients: {:.1} images/s, {} batches",
+            c.images_per_s,
+            c.reports.len()
+        );
+        cases.push(c);
+    }
     println!(
-        "batcher: {} 448x448 photos (8 distinct, {tokens} tokens each) a turn, --batch-tokens {}, {decode_threads} decode threads, a host-only tower of GLM-5.3-Flash shapes, {} turns; {cpu} ({} cores)",
-        inputs.len(),
+        "batcher: {} 448x448 photos (8 distinct) a case, closed loop, --batch-tokens {}, {decode_threads} decode threads, {tower}; {} ({} cores)",
+        args.count,
         args.batch_tokens,
-        turns.len(),
+        cpu_name(),
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(0)
     );
-    println!(
-        "| images/s median (range) | inputs a batch, median | gather ms p50 (p95) | tower host ms p50 (p95) | worker ms an image, p50 |"
-    );
-    println!("| --- | --- | --- | --- | --- |");
-    println!(
-        "| {:.1} ({:.1}-{:.1}) | {:.0} | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.3} |",
-        quantile(rates.clone(), 0.5),
-        rates.iter().cloned().fold(f64::INFINITY, f64::min),
-        rates.iter().cloned().fold(0.0, f64::max),
-        quantile(items, 0.5),
-        quantile(gather.clone(), 0.5),
-        quantile(gather, 0.95),
-        quantile(forward.clone(), 0.5),
-        quantile(forward, 0.95),
-        quantile(per_image, 0.5),
-    );
+    print_cases(&cases, None);
     Ok(())
 }

@@ -33,7 +33,7 @@ fn scripts(dir: &Path) -> Result<()> {
 }
 
 /// --model, else the synthetic full-geometry checkpoint (bf16 weights, --seed).
-fn model(args: &Args, dir: &Path) -> Result<PathBuf> {
+pub(super) fn model(args: &Args, dir: &Path) -> Result<PathBuf> {
     if let Some(m) = &args.model {
         return Ok(m.clone());
     }
