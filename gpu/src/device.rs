@@ -424,10 +424,7 @@ impl Dev {
         let cudnn_min_len = if cudnn_forced || (batch_invariant && cudnn.is_some()) {
             1
         } else {
-            std::env::var("GLM5V_GPU_CUDNN_MIN_LEN")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(CUDNN_MIN_LEN)
+            crate::env::usize_var("GLM5V_GPU_CUDNN_MIN_LEN", CUDNN_MIN_LEN, 1)?
         };
         Ok(Self {
             cudnn,

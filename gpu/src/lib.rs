@@ -13,6 +13,7 @@
 //! whole forward (same bits, no launch cost: [`GraphLimits`]).
 pub mod cudnn;
 pub mod device;
+mod env;
 pub mod error;
 mod half_bounds;
 pub mod lt;

@@ -217,14 +217,11 @@ impl LtGemm {
                 library: "cuBLASLt (libcublasLt)",
             });
         }
+        // read before the handle is made, so that a bad value leaks nothing
+        let ref_rows = crate::env::usize_var("GLM5V_GPU_LT_ROWS", REF_ROWS as usize, 1)? as u64;
         let mut handle: lt::cublasLtHandle_t = std::ptr::null_mut();
         // SAFETY: out-pointer valid.
         check("Create", unsafe { lt::cublasLtCreate(&mut handle) })?;
-        let ref_rows = std::env::var("GLM5V_GPU_LT_ROWS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|&r| r > 0)
-            .unwrap_or(REF_ROWS);
         Ok(Self {
             handle,
             ref_rows,

@@ -46,15 +46,9 @@ impl GraphLimits {
     /// The limits from `GLM5V_GPU_GRAPHS` and `GLM5V_GPU_GRAPH_TOKENS`, else the defaults; an
     /// unparsable value is an error naming the variable.
     pub fn from_env() -> Result<Self, GpuError> {
-        let get = |var: &str, default: usize| match std::env::var(var) {
-            Ok(v) => v.trim().parse::<usize>().map_err(|_| {
-                GpuError::Unsupported(format!("{var}={v:?}: expected a whole number"))
-            }),
-            Err(_) => Ok(default),
-        };
         Ok(Self {
-            entries: get("GLM5V_GPU_GRAPHS", GRAPHS_DEFAULT)?,
-            tokens: get("GLM5V_GPU_GRAPH_TOKENS", GRAPH_TOKENS_DEFAULT)?,
+            entries: crate::env::usize_var("GLM5V_GPU_GRAPHS", GRAPHS_DEFAULT, 0)?,
+            tokens: crate::env::usize_var("GLM5V_GPU_GRAPH_TOKENS", GRAPH_TOKENS_DEFAULT, 0)?,
         })
     }
 }
