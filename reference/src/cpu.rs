@@ -636,7 +636,7 @@ mod tests {
 
     #[test]
     fn bf16_without_bf16_arithmetic_is_warned_naming_the_level() {
-        for isa in [Isa::Generic, Isa::Avx512] {
+        for isa in [Isa::Generic, Isa::Avx2, Isa::Avx512] {
             let w = bf16_warning(isa).expect("a warning below avx512-bf16");
             assert!(
                 w.contains(&format!("instruction set {}", isa.name())),

@@ -1,8 +1,10 @@
 //! Which vector and matrix units the CPU kernels use: detected once per process, in one place.
 //!
 //! Levels, from the widest down: `amx` (AMX-TILE + AMX-BF16, and Linux granted the process the
-//! tile state), `avx512-bf16` (AVX512-BF16), `avx512` (AVX-512F: the f32 panel kernel), `generic`
-//! (the `gemm` crate and scalar loops). `GLM5V_CPU_ISA=<level>` forces a lower level, for tests
+//! tile state), `avx512-bf16` (AVX512-BF16), `avx512` (AVX-512F: the f32 panel kernel with its
+//! 16-lane tile, and the skinny kernel), `avx2` (AVX2 + FMA, no AVX-512: AMD Zen 2/3, Intel before
+//! Skylake-SP; the f32 panel kernel with its 8-lane tile, `kernels::panel::avx2`), `generic` (the
+//! `gemm` crate and scalar loops). `GLM5V_CPU_ISA=<level>` forces a lower level, for tests
 //! and for bisecting; a level above what the CPU has falls back to the CPU's own, with a warning.
 //!
 //! Linux gives a process the AMX tile registers only after it asks for them
@@ -15,8 +17,11 @@ use std::sync::OnceLock;
 /// A kernel level ([`isa`]); ordered, so `isa() >= Isa::Avx512` reads "has AVX-512F".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Isa {
-    /// No AVX-512: the `gemm` crate's runtime-dispatched kernels and scalar loops.
+    /// Neither AVX-512 nor AVX2 + FMA (or forced): the `gemm` crate's runtime-dispatched kernels
+    /// and scalar loops.
     Generic,
+    /// AVX2 and FMA, no AVX-512F: the f32 panel kernel on its 8-lane tile (`kernels::panel`).
+    Avx2,
     /// AVX-512F: the f32 panel kernel (`kernels::panel`).
     Avx512,
     /// AVX-512F and AVX512-BF16 (`vdpbf16ps`); its products run on the f32 panels for now.
@@ -27,22 +32,31 @@ pub enum Isa {
 
 impl Isa {
     /// Every level, lowest first.
-    pub const ALL: [Isa; 4] = [Isa::Generic, Isa::Avx512, Isa::Avx512Bf16, Isa::Amx];
+    pub const ALL: [Isa; 5] = [
+        Isa::Generic,
+        Isa::Avx2,
+        Isa::Avx512,
+        Isa::Avx512Bf16,
+        Isa::Amx,
+    ];
 
     /// The name `GLM5V_CPU_ISA` takes and the bench prints.
     pub fn name(self) -> &'static str {
         match self {
             Isa::Generic => "generic",
+            Isa::Avx2 => "avx2",
             Isa::Avx512 => "avx512",
             Isa::Avx512Bf16 => "avx512-bf16",
             Isa::Amx => "amx",
         }
     }
 
-    /// The level named `s` (as [`Isa::name`] spells it; `avx512-f32` is accepted for `avx512`).
+    /// The level named `s` (as [`Isa::name`] spells it; `avx512-f32` is accepted for `avx512`,
+    /// `avx2-fma` for `avx2`).
     pub fn parse(s: &str) -> Option<Isa> {
         match s.trim().to_ascii_lowercase().as_str() {
             "generic" => Some(Isa::Generic),
+            "avx2" | "avx2-fma" => Some(Isa::Avx2),
             "avx512" | "avx512-f32" | "avx512f" => Some(Isa::Avx512),
             "avx512-bf16" | "avx512bf16" => Some(Isa::Avx512Bf16),
             "amx" => Some(Isa::Amx),
@@ -98,7 +112,7 @@ pub fn decide(hardware: Isa, forced: Option<&str>) -> IsaChoice {
             None => (
                 hardware,
                 Some(format!(
-                    "GLM5V_CPU_ISA={s} is not one of generic, avx512, avx512-bf16, amx; \
+                    "GLM5V_CPU_ISA={s} is not one of generic, avx2, avx512, avx512-bf16, amx; \
                      using {hardware}"
                 )),
             ),
@@ -123,7 +137,9 @@ fn hardware() -> Isa {
     #[cfg(target_arch = "x86_64")]
     {
         if !std::arch::is_x86_feature_detected!("avx512f") {
-            return Isa::Generic;
+            let avx2 = std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma");
+            return if avx2 { Isa::Avx2 } else { Isa::Generic };
         }
         // leaf 7 exists wherever AVX-512F does
         let l7 = std::arch::x86_64::__cpuid_count(7, 0);
@@ -179,6 +195,9 @@ mod tests {
             assert_eq!(Isa::parse(i.name()), Some(i));
         }
         assert_eq!(Isa::parse(" AVX512-F32 "), Some(Isa::Avx512));
+        assert_eq!(Isa::parse("AVX2"), Some(Isa::Avx2));
+        // lowest first, as the ordering reads
+        assert!(Isa::ALL.windows(2).all(|w| w[0] < w[1]));
         assert_eq!(Isa::parse("sse"), None);
     }
 
@@ -192,6 +211,13 @@ mod tests {
         let c = decide(Isa::Amx, Some("fast"));
         assert_eq!(c.isa, Isa::Amx);
         assert!(c.warning.unwrap().contains("GLM5V_CPU_ISA=fast"));
+        let c = decide(Isa::Amx, Some("avx2"));
+        assert_eq!((c.isa, c.warning), (Isa::Avx2, None));
+        let c = decide(Isa::Avx2, Some("avx512"));
+        assert_eq!(c.isa, Isa::Avx2);
+        assert!(c.warning.unwrap().contains("at most avx2"));
+        let c = decide(Isa::Avx2, Some("generic"));
+        assert_eq!((c.isa, c.warning), (Isa::Generic, None));
         let c = decide(Isa::Amx, Some(""));
         assert_eq!((c.isa, c.warning), (Isa::Amx, None));
     }

@@ -1,5 +1,6 @@
-//! f32 `Linear` products over a weight repacked once at load (AVX-512): `W` `[n, k]` stored as
-//! 64-column panels of its transpose, panel `p` holding `W[64p + c][kk]` at `kk * 64 + c`.
+//! f32 `Linear` products over a weight repacked once at load (AVX-512, or AVX2 + FMA): `W`
+//! `[n, k]` stored as 64-column panels of its transpose, panel `p` holding `W[64p + c][kk]` at
+//! `kk * 64 + c`.
 //!
 //! Why not the `gemm` crate here: it packs the weight on every call (the transpose read through
 //! strides), which on this 2-core machine cost 10-30% of a 1024-row product and most of a 64-row
@@ -19,12 +20,26 @@
 //! merger row), the full-geometry fixture's worst tap against upstream went from 0.51 to 0.92 of
 //! its tolerance.
 //!
-//! Layout: this file holds the blocking's constants, [`available`] and [`Panels`] (packing the
-//! weight, splitting a product into tasks); `task` holds one task's cache-blocked loop, `tile`
-//! the R x 64 register tile, `bf16` the paired bf16 storage and its widening, `rows` the packing
-//! of x into row tiles, `buf` the panels' memory (huge pages), `tests` the products checked
-//! against f64 sums and against the blocked sums bit for bit.
+//! Two register tiles run the same blocking ([`Tile`]): AVX-512's R x 64 (four 16-lane vectors a
+//! row), and on CPUs with AVX2 + FMA but no AVX-512 (AMD Zen 2/3, older Intel) an R x 16 one
+//! (two 8-lane vectors a row, 12 accumulators of the 16 ymm registers) run over the panel's four
+//! 16-column quarters in turn, on the panel sub-chunk in L1 (`avx2`). Both sum in the same order,
+//! so they give the same bits. The `gemm` crate there (`Isa::Generic`) packs the weight on every
+//! call as it does here, and ran a 64-row product at about half its large-matrix rate (an 8x8
+//! forward on a 2-core Zen 3: 0.745 s, 77 GFLOP/s). Measured on this machine's AVX2 (the AVX2 tile
+//! against the `gemm` crate built without its AVX-512 kernels, as on those CPUs; three
+//! alternating runs each, best-of forwards): the products at 204-220 GFLOP/s on 2 threads at 64
+//! and 1024 rows (the crate's 155-167 and 179-191), an 8x8 forward 0.401-0.405 s -> 0.303-0.307
+//! s, a 32x32 one 5.41-5.52 s -> 5.36-5.42 s.
+//!
+//! Layout: this file holds the blocking's constants, [`available`], [`Tile`] and [`Panels`]
+//! (packing the weight, splitting a product into tasks); `task` holds one task's cache-blocked
+//! loop, `tile` the AVX-512 R x 64 register tile, `avx2` the AVX2 one with its widening, `bf16`
+//! the paired bf16 storage and its AVX-512 widening, `rows` the packing of x into row tiles,
+//! `buf` the panels' memory (huge pages), `tests` the products checked against f64 sums and
+//! against the blocked sums bit for bit, on every tile this CPU runs.
 
+mod avx2;
 mod bf16;
 mod buf;
 mod rows;
@@ -39,12 +54,12 @@ pub(crate) use buf::PanelBuf;
 use rows::pack_rows;
 use task::Src;
 #[cfg(target_arch = "x86_64")]
-use task::group_task;
+use task::{Task, group_task};
 
 use ndarray::ArrayView2;
 use rayon::prelude::*;
 
-/// Columns per panel (four AVX-512 vectors).
+/// Columns per panel (four AVX-512 vectors, eight AVX2 ones).
 pub const NP: usize = 64;
 /// Rows of the register tile.
 const MR: usize = 6;
@@ -61,9 +76,57 @@ const GROUP: usize = 8;
 /// Inputs up to this size (per task) stay in L2 (2 MiB a core here) across panels anyway.
 const X_L2_BYTES: usize = 1 << 20;
 
-/// Whether this CPU runs the panel kernel (AVX-512F).
+/// Whether this CPU runs the panel kernel (AVX-512F, or AVX2 + FMA; as [`isa`](super::isa::isa)
+/// allows).
 pub fn available() -> bool {
-    super::isa::isa() >= super::isa::Isa::Avx512
+    Tile::chosen().is_some()
+}
+
+/// The register tile a product runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tile {
+    /// AVX2 + FMA: R x 16 over each 16-column quarter of a panel (two 8-lane vectors a row).
+    Avx2,
+    /// AVX-512F: R x 64, the whole panel (four 16-lane vectors a row).
+    Avx512,
+}
+
+impl Tile {
+    /// The tile for the level the kernels use ([`isa`](super::isa::isa)); `None` at `generic`.
+    fn chosen() -> Option<Tile> {
+        use super::isa::Isa;
+        match super::isa::isa() {
+            Isa::Generic => None,
+            Isa::Avx2 => Some(Tile::Avx2),
+            Isa::Avx512 | Isa::Avx512Bf16 | Isa::Amx => Some(Tile::Avx512),
+        }
+    }
+
+    /// Whether this CPU has the tile's instructions (whatever `GLM5V_CPU_ISA` says).
+    fn runs_here(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            match self {
+                Tile::Avx2 => {
+                    std::arch::is_x86_feature_detected!("avx2")
+                        && std::arch::is_x86_feature_detected!("fma")
+                }
+                Tile::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+}
+
+/// The tile [`Panels::linear_into`] runs on.
+///
+/// # Panics
+/// Where there is none ([`available`]).
+fn chosen() -> Tile {
+    Tile::chosen().expect("panel linear needs AVX-512F or AVX2 + FMA")
 }
 
 /// A `Linear` weight `[n, k]` in panel layout (the last panel zero-padded to 64 columns).
@@ -145,9 +208,9 @@ impl Panels {
     /// else the current rayon pool).
     ///
     /// # Panics
-    /// If the lengths disagree with the shapes or the CPU lacks AVX-512 ([`available`]).
+    /// If the lengths disagree with the shapes or the CPU lacks the kernel ([`available`]).
     pub fn linear_into(&self, x: &[f32], m: usize, bias: Option<&[f32]>, y: &mut [f32]) {
-        self.linear_impl(x, m, bias, None, y)
+        self.linear_impl(chosen(), x, m, bias, None, y)
     }
 
     /// [`Self::linear_into`] plus `residual` `[m, n]`: `y = (x · wᵀ + bias) + residual`, the
@@ -165,11 +228,13 @@ impl Panels {
         y: &mut [f32],
     ) {
         assert_eq!(residual.len(), m * self.n, "panel linear: residual length");
-        self.linear_impl(x, m, bias, Some(residual), y)
+        self.linear_impl(chosen(), x, m, bias, Some(residual), y)
     }
 
+    /// The product on `tile` (which this CPU must run: [`Tile::runs_here`]), residual optional.
     fn linear_impl(
         &self,
+        tile: Tile,
         x: &[f32],
         m: usize,
         bias: Option<&[f32]>,
@@ -183,7 +248,10 @@ impl Panels {
             bias.is_none_or(|b| b.len() == n),
             "panel linear: bias length"
         );
-        assert!(available(), "panel linear needs AVX-512F");
+        assert!(
+            tile.runs_here(),
+            "panel linear: this CPU lacks the {tile:?} tile"
+        );
         if m == 0 || n == 0 {
             return;
         }
@@ -217,7 +285,7 @@ impl Panels {
             1
         };
         let groups = np.div_ceil(group);
-        let xp = pack_rows(x, m, k);
+        let xp = pack_rows(x, m, k, tile);
         let x = &xp[..];
         super::team::for_each(groups * row_tasks, |t| {
             let (g, rt) = (t / row_tasks, t % row_tasks);
@@ -227,22 +295,26 @@ impl Panels {
                 return;
             }
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: AVX-512F was checked; each task writes rows r0..r1 of the columns of its
-            // panels (clipped to n) of `y`, disjoint from every other task's; reads stay inside
-            // `x`, the panels, `bias` and `residual` (null when none; lengths asserted above).
+            // SAFETY: the tile's instructions were checked; each task writes rows r0..r1 of the
+            // columns of its panels (clipped to n) of `y`, disjoint from every other task's;
+            // reads stay inside `x`, the panels, `bias` and `residual` (null when none; lengths
+            // asserted above).
             unsafe {
                 group_task(
-                    x,
-                    match &self.data {
-                        Store::F32(d) => Src::F32(d.as_slice()),
-                        Store::Bf16(d) => Src::Bf16(d.as_slice()),
+                    tile,
+                    Task {
+                        x,
+                        data: match &self.data {
+                            Store::F32(d) => Src::F32(d.as_slice()),
+                            Store::Bf16(d) => Src::Bf16(d.as_slice()),
+                        },
+                        bias,
+                        y: y_addr as *mut f32,
+                        resid: resid_addr as *const f32,
+                        nk: (n, k),
+                        panels: g * group..((g + 1) * group).min(np),
+                        rows: r0..r1,
                     },
-                    bias,
-                    y_addr as *mut f32,
-                    resid_addr as *const f32,
-                    (n, k),
-                    g * group..((g + 1) * group).min(np),
-                    r0..r1,
                 );
             }
         });

@@ -1,14 +1,18 @@
 //! The packing of x for the tiles ([`pack_rows`]): tiles of [`MR`] rows, each `[k][MR]`,
-//! interleaved 16 columns at a time on AVX-512 ([`interleave6`]).
+//! interleaved 16 columns at a time on AVX-512 ([`interleave6`]), a value at a time elsewhere.
 
-use super::MR;
+use super::{MR, Tile};
 
 /// x `[m, k]` as tiles of [`MR`] rows, each `[k][MR]` (rows past m zero): a step of a tile
 /// reads its MR inputs from one place instead of MR rows k apart (which with k a multiple of
 /// 1024 fall into one L1 set). Written once, not zeroed first: a forward's products pack
 /// 0.25-1 MiB each at 8x8, and zeroing that on the calling thread kept the others waiting.
-pub(super) fn pack_rows(x: &[f32], m: usize, k: usize) -> Vec<f32> {
+/// `tile`: the tile the product runs on (AVX-512's interleaves with its instructions).
+pub(super) fn pack_rows(x: &[f32], m: usize, k: usize, tile: Tile) -> Vec<f32> {
     use std::mem::MaybeUninit;
+    let tile_kind = tile;
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = tile_kind;
     let len = m.div_ceil(MR) * k * MR;
     let mut xp: Vec<f32> = Vec::with_capacity(len);
     if len == 0 {
@@ -21,12 +25,14 @@ pub(super) fn pack_rows(x: &[f32], m: usize, k: usize) -> Vec<f32> {
         if rows == MR {
             let r: [&[f32]; MR] = std::array::from_fn(|i| &src[i * k..(i + 1) * k]);
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: the tile holds k * MR values (MaybeUninit<f32> has f32's layout), every
-            // row k; AVX-512F is there (`linear_into` asserted it).
-            unsafe {
-                interleave6(r, tile.as_mut_ptr() as *mut f32, k);
+            if tile_kind == Tile::Avx512 {
+                // SAFETY: the tile holds k * MR values (MaybeUninit<f32> has f32's layout), every
+                // row k; AVX-512F is there (`linear_impl` asserted it for this tile).
+                unsafe {
+                    interleave6(r, tile.as_mut_ptr() as *mut f32, k);
+                }
+                return;
             }
-            #[cfg(not(target_arch = "x86_64"))]
             for (kk, out) in tile.chunks_exact_mut(MR).enumerate() {
                 for (o, row) in out.iter_mut().zip(&r) {
                     o.write(row[kk]);
@@ -122,19 +128,25 @@ unsafe fn interleave6(rows: [&[f32]; MR], out: *mut f32, k: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::panel::available;
 
     /// The packed x: tiles of MR rows `[k][MR]`, rows past m zero, for k with and without a
-    /// tail past the last 16 columns, and m with and without a partial tile.
+    /// tail past the last 16 columns, and m with and without a partial tile; for each tile this
+    /// CPU runs.
     #[test]
     fn pack_rows_interleaves_tiles() {
-        if !available() {
-            eprintln!("skipped: no AVX-512 on this CPU");
-            return;
+        for tile in [Tile::Avx2, Tile::Avx512] {
+            if !tile.runs_here() {
+                eprintln!("skipped: this CPU lacks the {tile:?} tile");
+                continue;
+            }
+            pack_rows_interleaves_tiles_on(tile);
         }
+    }
+
+    fn pack_rows_interleaves_tiles_on(tile: Tile) {
         for (m, k) in [(6, 16), (12, 48), (13, 1176), (64, 1024), (5, 7), (7, 3)] {
             let x: Vec<f32> = (0..m * k).map(|i| i as f32 + 0.5).collect();
-            let xp = pack_rows(&x, m, k);
+            let xp = pack_rows(&x, m, k, tile);
             assert_eq!(xp.len(), m.div_ceil(MR) * k * MR);
             for (i, &v) in xp.iter().enumerate() {
                 let (t, kk, r) = (i / (k * MR), i % (k * MR) / MR, i % MR);
@@ -143,7 +155,7 @@ mod tests {
                 assert_eq!(
                     v.to_bits(),
                     want.to_bits(),
-                    "m {m} k {k}: tile {t} column {kk} row {r}"
+                    "{tile:?} m {m} k {k}: tile {t} column {kk} row {r}"
                 );
             }
         }

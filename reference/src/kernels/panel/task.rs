@@ -1,12 +1,47 @@
 //! One task of a panel product ([`group_task`]): its rows of the output columns of a group of
-//! panels, blocked for L1 and L2, over the panel values as stored ([`Src`]).
+//! panels, blocked for L1 and L2, over the panel values as stored ([`Src`]), on either register
+//! tile ([`Kernel`]: one loop, compiled once for AVX-512F and once for AVX2 + FMA).
 
 #[cfg(target_arch = "x86_64")]
-use super::bf16::widen;
+use super::tile::TileArgs;
 #[cfg(target_arch = "x86_64")]
-use super::tile::{TileArgs, tile};
+use super::{KC, KS, MC, MR, NP, RB, Tile};
+
+/// What differs between the tiles inside a task: the widening of a bf16 sub-chunk and the
+/// register tile. Implemented by [`Avx512`] and [`Avx2`](super::avx2::Avx2).
 #[cfg(target_arch = "x86_64")]
-use super::{KC, KS, MC, MR, NP, RB};
+pub(super) trait Kernel {
+    /// Panel rows stored as bf16 pairs, as f32 in column order ([`super::bf16::widen`]).
+    ///
+    /// # Safety
+    /// As [`super::bf16::widen`]; the CPU has the kernel's instructions.
+    unsafe fn widen(src: &[u16], out: *mut f32);
+
+    /// One R x 64 tile over one sub-chunk ([`super::tile::tile`]).
+    ///
+    /// # Safety
+    /// As [`super::tile::tile`]; the CPU has the kernel's instructions.
+    unsafe fn tile<const R: usize>(a: TileArgs<'_>);
+}
+
+/// The AVX-512F tile (`tile`) and widening (`bf16`).
+#[cfg(target_arch = "x86_64")]
+pub(super) struct Avx512;
+
+#[cfg(target_arch = "x86_64")]
+impl Kernel for Avx512 {
+    #[inline(always)]
+    unsafe fn widen(src: &[u16], out: *mut f32) {
+        // SAFETY: the caller's contract.
+        unsafe { super::bf16::widen(src, out) }
+    }
+
+    #[inline(always)]
+    unsafe fn tile<const R: usize>(a: TileArgs<'_>) {
+        // SAFETY: the caller's contract.
+        unsafe { super::tile::tile::<R>(a) }
+    }
+}
 
 /// The panel values a task reads.
 #[derive(Clone, Copy)]
@@ -30,6 +65,49 @@ impl Src<'_> {
 #[repr(align(64))]
 struct Aligned<const N: usize>([f32; N]);
 
+/// One task's operands: packed x, the panel values, the bias, y and the residual (null when
+/// none), `(n, k)`, the task's panels and rows.
+#[cfg(target_arch = "x86_64")]
+pub(super) struct Task<'a> {
+    pub(super) x: &'a [f32],
+    pub(super) data: Src<'a>,
+    pub(super) bias: Option<&'a [f32]>,
+    pub(super) y: *mut f32,
+    pub(super) resid: *const f32,
+    pub(super) nk: (usize, usize),
+    pub(super) panels: std::ops::Range<usize>,
+    pub(super) rows: std::ops::Range<usize>,
+}
+
+/// [`group_body`] on `tile`.
+///
+/// # Safety
+/// As [`group_body`], and the CPU has the tile's instructions ([`Tile::runs_here`]).
+#[cfg(target_arch = "x86_64")]
+pub(super) unsafe fn group_task(tile: Tile, t: Task<'_>) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match tile {
+            Tile::Avx512 => group_avx512(t),
+            Tile::Avx2 => group_avx2(t),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn group_avx512(t: Task<'_>) {
+    // SAFETY: the caller's contract (AVX-512F is there).
+    unsafe { group_body::<Avx512>(t) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn group_avx2(t: Task<'_>) {
+    // SAFETY: the caller's contract (AVX2 and FMA are there).
+    unsafe { group_body::<super::avx2::Avx2>(t) }
+}
+
 /// Rows `rows` of the output columns of panels `panels` (64 columns each, clipped to n).
 ///
 /// Loop order: per summation chunk of [`KC`] inputs; per block of [`MC`] rows (x's rows of the
@@ -39,19 +117,26 @@ struct Aligned<const N: usize>([f32; N]);
 /// it). A tile's partial sums wait in `scratch` between sub-chunks and the chain continues from
 /// them, so each output still sums its chunk in one fused multiply-add chain from zero, in
 /// order, then adds it to the running value: the bits do not depend on the blocking.
+///
+/// Inlined into [`group_avx512`] and [`group_avx2`], so that each compiles it (and inlines the
+/// kernel's tile into it) with its own instructions.
+///
+/// # Safety
+/// Rows `rows` exist in x (packed) and y, the panels in `data`; no other thread writes this
+/// task's part of y meanwhile; `resid` null or y's shape; the CPU has `K`'s instructions.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn group_task(
-    x: &[f32],
-    data: Src<'_>,
-    bias: Option<&[f32]>,
-    y: *mut f32,
-    resid: *const f32,
-    (n, k): (usize, usize),
-    panels: std::ops::Range<usize>,
-    rows: std::ops::Range<usize>,
-) {
+#[inline(always)]
+unsafe fn group_body<K: Kernel>(t: Task<'_>) {
+    let Task {
+        x,
+        data,
+        bias,
+        y,
+        resid,
+        nk: (n, k),
+        panels,
+        rows,
+    } = t;
     // All left unwritten here: a tile reads its partial sums only after writing them (`start`
     // is set on a chunk's first sub-chunk), and the tiles read widened values only after they
     // were written. Zeroing them on every call (34 KiB then, one widened buffer) took 0.7% of
@@ -124,9 +209,9 @@ pub(super) unsafe fn group_task(
                                 if ahead.take() == Some((at, sub_len)) {
                                     cur = 1 - cur;
                                 } else {
-                                    // SAFETY: AVX-512F is enabled in this function; each
-                                    // buffer holds KS * NP values, s1 - s0 <= KS.
-                                    unsafe { widen(&d[at..at + sub_len], wide_at(cur)) };
+                                    // SAFETY: K's instructions are there; each buffer holds
+                                    // KS * NP values, s1 - s0 <= KS.
+                                    unsafe { K::widen(&d[at..at + sub_len], wide_at(cur)) };
                                 }
                                 wide_at(cur) as *const f32
                             }
@@ -171,7 +256,7 @@ pub(super) unsafe fn group_task(
                             // holds RB rows of NP; the prefetched lines stay inside `data`
                             // (checked above) and cannot fault anyway; the blocks to widen lie
                             // inside the next sub-chunk and the other buffer (blocks * 32 =
-                            // next_len <= KS * NP); AVX-512F is enabled in this function.
+                            // next_len <= KS * NP); K's instructions are there.
                             unsafe {
                                 let a = TileArgs {
                                     widen_from: wsrc.wrapping_add(widened * 32),
@@ -196,12 +281,12 @@ pub(super) unsafe fn group_task(
                                     pf_lines: lines,
                                 };
                                 match rows {
-                                    6 => tile::<6>(a),
-                                    5 => tile::<5>(a),
-                                    4 => tile::<4>(a),
-                                    3 => tile::<3>(a),
-                                    2 => tile::<2>(a),
-                                    _ => tile::<1>(a),
+                                    6 => K::tile::<6>(a),
+                                    5 => K::tile::<5>(a),
+                                    4 => K::tile::<4>(a),
+                                    3 => K::tile::<3>(a),
+                                    2 => K::tile::<2>(a),
+                                    _ => K::tile::<1>(a),
                                 }
                             }
                             widened += wn;

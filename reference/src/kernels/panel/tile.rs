@@ -1,5 +1,5 @@
-//! The register tile: one R x 64 tile of the output over one sub-chunk of a panel ([`tile`],
-//! one input a [`step`]), with its arguments ([`TileArgs`]).
+//! The AVX-512F register tile: one R x 64 tile of the output over one sub-chunk of a panel
+//! ([`tile`], one input a [`step`]), with its arguments ([`TileArgs`], shared with `avx2`).
 
 #[cfg(target_arch = "x86_64")]
 use super::MR;
