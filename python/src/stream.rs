@@ -229,7 +229,9 @@ fn work(
         let (name, ours) = meta.borrow_mut().remove(&item.index).unwrap_or_default();
         let result = match (ours, item.result) {
             (Some(message), _) => Err(message),
-            (None, Ok(out)) => Ok((out.embeddings.into_owned(), out.grid, out.batch_items)),
+            // to_owned: a fresh array of exactly these rows (into_owned of the last view of a
+            // batch keeps the batch's whole buffer, its rows at an offset)
+            (None, Ok(out)) => Ok((out.embeddings.to_owned(), out.grid, out.batch_items)),
             (None, Err(e)) => Err(e.to_string()),
         };
         if tx.send(Msg::Item(item.index, name, result)).is_err() {
