@@ -20,7 +20,7 @@
 //! merger row), the full-geometry fixture's worst tap against upstream went from 0.51 to 0.92 of
 //! its tolerance.
 //!
-//! Two register tiles run the same blocking ([`Tile`]): AVX-512's R x 64 (four 16-lane vectors a
+//! Two register tiles run the same blocking (`Tile`): AVX-512's R x 64 (four 16-lane vectors a
 //! row), and on CPUs with AVX2 + FMA but no AVX-512 (AMD Zen 2/3, older Intel) an R x 16 one
 //! (two 8-lane vectors a row, 12 accumulators of the 16 ymm registers) run over the panel's four
 //! 16-column quarters in turn, on the panel sub-chunk in L1 (`avx2`). Both sum in the same order,
@@ -32,7 +32,7 @@
 //! and 1024 rows (the crate's 155-167 and 179-191), an 8x8 forward 0.401-0.405 s -> 0.303-0.307
 //! s, a 32x32 one 5.41-5.52 s -> 5.36-5.42 s.
 //!
-//! Layout: this file holds the blocking's constants, [`available`], [`Tile`] and [`Panels`]
+//! Layout: this file holds the blocking's constants, [`available`], `Tile` and [`Panels`]
 //! (packing the weight, splitting a product into tasks); `task` holds one task's cache-blocked
 //! loop, `tile` the AVX-512 R x 64 register tile, `avx2` the AVX2 one with its widening, `bf16`
 //! the paired bf16 storage and its AVX-512 widening, `rows` the packing of x into row tiles,
