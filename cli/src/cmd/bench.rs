@@ -21,6 +21,7 @@ use std::time::Instant;
 mod batcher;
 mod cpu;
 mod load;
+mod stages;
 
 const SCRIPT: &str = include_str!("../../scripts/bench_upstream.py");
 

@@ -116,6 +116,13 @@ fn spawn_server(mut cmd: Command, log: PathBuf) -> Result<(Child, String)> {
     }
 }
 
+/// The server's `/metrics` text, `None` when it cannot be read.
+async fn metrics_text(url: &str) -> Option<String> {
+    let r = reqwest::get(format!("{url}/metrics")).await.ok()?;
+    r.status().is_success().then_some(())?;
+    r.text().await.ok()
+}
+
 async fn wait_ready(url: &str, ready: &str) -> Result<()> {
     let start = Instant::now();
     let client = reqwest::Client::new();
@@ -248,8 +255,11 @@ pub fn bench_serve(args: &Args, py: Option<&Path>, dir: &Path) -> Result<()> {
             loadgen::run(w).await;
         }
         let duration = Duration::from_secs_f64(args.duration);
+        let mut stage_lines = Vec::new();
         for turn in 0..args.turns {
-            for s in sides.iter_mut() {
+            for (i, s) in sides.iter_mut().enumerate() {
+                // ours (the first side) has /metrics: where the turn's time went
+                let before = if i == 0 { metrics_text(&s.url).await } else { None };
                 let r = loadgen::run(spec(&s.url, None, duration)).await;
                 eprintln!(
                     "bench serve: turn {turn}: {}: {:.2} images/s, p50 {} ms, errors {}",
@@ -258,6 +268,11 @@ pub fn bench_serve(args: &Args, py: Option<&Path>, dir: &Path) -> Result<()> {
                     ms(r.quantile(0.5)),
                     r.errors_described()
                 );
+                if let (Some(b), Some(a)) = (before, metrics_text(&s.url).await)
+                    && let Some(line) = super::stages::stage_line(&b, &a, r.wall)
+                {
+                    stage_lines.push(format!("turn {turn}: {line}"));
+                }
                 s.turns.push(r);
             }
         }
@@ -284,6 +299,9 @@ pub fn bench_serve(args: &Args, py: Option<&Path>, dir: &Path) -> Result<()> {
             if ours_rate == 0.0 {
                 ours_rate = super::median(reps.clone());
             }
+        }
+        for l in &stage_lines {
+            println!("glm5v serve, {l}");
         }
         // fixed rate: 80% of our closed-loop images/s, the same for both
         let rate = 0.8 * ours_rate;
