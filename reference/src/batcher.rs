@@ -23,14 +23,18 @@
 //! others, on the CPU (every product is row-wise, attention is per image, nothing reduces over
 //! the packed sequence); `tests/batcher.rs` checks random packings against each input alone.
 
+mod ordered;
+mod queued;
+
+pub use ordered::{Ordered, OrderedItem};
+
 use crate::embedder::Embedder;
 use crate::geometry::Grid;
 use glm5v_prep::{ImageSource, Plan, PrepError, PrepOptions};
 use ndarray::{ArcArray2, ArrayView2, s};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -158,8 +162,12 @@ pub struct BatchReport {
     pub tokens: usize,
     /// Copying the inputs' pixels into one buffer for the forward.
     pub gather: Duration,
-    /// The tower's forward.
+    /// The tower's forward (on a device: from queueing it to its rows on the host).
     pub forward: Duration,
+    /// The device's own time for the forward (a GPU tower's CUDA events), `None` for a tower
+    /// that runs on the host's threads. Summed over a run and divided by the wall time: how
+    /// busy the device was.
+    pub device: Option<Duration>,
 }
 
 /// Called after every forward, from the worker's thread.
@@ -526,6 +534,9 @@ fn finish_decode(shared: &Shared, reserved: usize, tokens: usize, decoded: Optio
 }
 
 fn worker_loop(shared: &Shared, embedder: &Embedder, worker: usize) {
+    if let Some(queue) = embedder.tower().queued() {
+        return queued::worker_loop(shared, embedder, queue, worker);
+    }
     // The batch's pixels, gathered here: kept from one forward to the next, so that a batch
     // copies into memory already mapped (a fresh buffer of a full GPU batch, ~300 MB, costs
     // tens of ms in page faults alone). It holds the largest batch seen.
@@ -539,44 +550,54 @@ fn worker_loop(shared: &Shared, embedder: &Embedder, worker: usize) {
                 }
                 if st.closing && st.pending.is_empty() && st.decoding == 0 {
                     drop(st);
-                    // wake the other workers and decoders so they see the end too
-                    shared.ready_cv.notify_all();
-                    shared.decode_cv.notify_all();
+                    wake_all(shared);
                     return;
                 }
                 st = shared.ready_cv.wait(st).expect("batcher state");
             }
-            let mut taken = Vec::new();
-            let mut tokens = 0;
-            while let Some(entry) = st.ready.first_entry() {
-                let t = entry.get().tokens;
-                if !taken.is_empty() && tokens + t > shared.options.max_batch_tokens {
-                    break;
-                }
-                tokens += t;
-                taken.push(entry.remove());
-            }
-            st.ready_tokens -= tokens;
-            st.running += taken.len();
-            taken
+            take_ready(shared, &mut st)
         };
         shared.decode_cv.notify_all();
         run_batch(shared, embedder, worker, batch, &mut gather);
     }
 }
 
-/// Copies the inputs' pixels, in order, into the front of `dst` (grown when too short, never
-/// shrunk or cleared: each float is written once) in pieces of at most [`GATHER_PIECE`] floats
-/// spread over the current rayon pool (one thread's copy of a full GPU batch is tens of ms the
-/// tower waits for). Returns the gathered floats.
-fn gather_pixels<'a>(srcs: &[&[f32]], dst: &'a mut Vec<f32>) -> &'a [f32] {
+/// Wakes the other workers and the decoders, so that they see the end too.
+fn wake_all(shared: &Shared) {
+    shared.ready_cv.notify_all();
+    shared.decode_cv.notify_all();
+}
+
+/// Takes the decoded inputs, oldest first, up to the forward's budget (at least one).
+fn take_ready(shared: &Shared, st: &mut State) -> Vec<Decoded> {
+    let mut taken = Vec::new();
+    let mut tokens = 0;
+    while let Some(entry) = st.ready.first_entry() {
+        let t = entry.get().tokens;
+        if !taken.is_empty() && tokens + t > shared.options.max_batch_tokens {
+            break;
+        }
+        tokens += t;
+        taken.push(entry.remove());
+    }
+    st.ready_tokens -= tokens;
+    st.running += taken.len();
+    taken
+}
+
+/// Copies the inputs' pixels, in order, into `dst` (exactly their total length) in pieces of at
+/// most [`GATHER_PIECE`] floats spread over the current rayon pool (one thread's copy of a full
+/// GPU batch is tens of ms the tower waits for).
+fn gather_into(srcs: &[&[f32]], dst: &mut [f32]) {
     use rayon::prelude::*;
     let total: usize = srcs.iter().map(|p| p.len()).sum();
-    if dst.len() < total {
-        dst.resize(total, 0.0);
-    }
+    assert_eq!(
+        dst.len(),
+        total,
+        "gather: the buffer holds the batch exactly"
+    );
     let mut pieces: Vec<(&[f32], &mut [f32])> = Vec::new();
-    let mut rest: &mut [f32] = &mut dst[..total];
+    let mut rest: &mut [f32] = dst;
     for p in srcs {
         for src in p.chunks(GATHER_PIECE) {
             let (head, tail) = std::mem::take(&mut rest).split_at_mut(src.len());
@@ -587,12 +608,107 @@ fn gather_pixels<'a>(srcs: &[&[f32]], dst: &'a mut Vec<f32>) -> &'a [f32] {
     pieces
         .into_par_iter()
         .for_each(|(src, dst)| dst.copy_from_slice(src));
+}
+
+/// [`gather_into`] the front of `dst`, grown when too short, never shrunk or cleared (each
+/// float is written once). Returns the gathered floats.
+fn gather_pixels<'a>(srcs: &[&[f32]], dst: &'a mut Vec<f32>) -> &'a [f32] {
+    let total: usize = srcs.iter().map(|p| p.len()).sum();
+    if dst.len() < total {
+        dst.resize(total, 0.0);
+    }
+    gather_into(srcs, &mut dst[..total]);
     &dst[..total]
 }
 
-/// Floats per parallel piece of [`gather_pixels`] (1 MiB).
+/// Floats per parallel piece of [`gather_into`] (1 MiB).
 const GATHER_PIECE: usize = 1 << 18;
 
+/// The inputs of a taken batch whose callers still want them; the cancelled ones are answered
+/// [`JobError::Cancelled`] and leave the running count.
+fn live_inputs(shared: &Shared, batch: Vec<Decoded>) -> Vec<Decoded> {
+    let (live, cancelled): (Vec<Decoded>, Vec<Decoded>) =
+        batch.into_iter().partition(|d| !d.cancel.is_cancelled());
+    let n = cancelled.len();
+    for d in cancelled {
+        shared.dropped.fetch_add(1, Ordering::Relaxed);
+        (d.done)(Err(JobError::Cancelled));
+    }
+    if n > 0 {
+        shared.state.lock().expect("batcher state").running -= n;
+    }
+    live
+}
+
+/// How a forward went, for its inputs' timings and the batch report.
+struct Ran {
+    /// When its gather began.
+    started: Instant,
+    gather: Duration,
+    forward: Duration,
+    device: Option<Duration>,
+}
+
+/// Hands each input its rows of the batch's output `out` (a view, not a copy: the output is
+/// freed when the last input's rows are dropped), reports the batch, and leaves the running
+/// count.
+fn deliver(
+    shared: &Shared,
+    worker: usize,
+    live: Vec<Decoded>,
+    out: ndarray::Array2<f32>,
+    items: &[crate::embedder::ItemSpan],
+    ran: Ran,
+) {
+    let n = live.len();
+    let tokens: usize = live.iter().map(|d| d.tokens).sum();
+    shared.batches.fetch_add(1, Ordering::Relaxed);
+    if let Some(cb) = &shared.on_batch {
+        cb(&BatchReport {
+            worker,
+            items: n,
+            tokens,
+            gather: ran.gather,
+            forward: ran.forward,
+            device: ran.device,
+        });
+    }
+    let batch_rows = out.into_shared();
+    for (d, span) in live.into_iter().zip(items) {
+        let rows = batch_rows.clone().slice_move(s![
+            span.token_offset..span.token_offset + span.token_count,
+            ..
+        ]);
+        let timings = JobTimings {
+            wait: ran.started.saturating_duration_since(d.decoded),
+            gather: ran.gather,
+            forward: ran.forward,
+            ..d.timings
+        };
+        (d.done)(Ok(JobOutput {
+            embeddings: rows,
+            grid: d.grid,
+            timings,
+            batch_tokens: tokens,
+            batch_items: n,
+            worker,
+        }));
+    }
+    shared.state.lock().expect("batcher state").running -= n;
+}
+
+/// A forward failed (a tower error or a panic, not an input's fault): its inputs get
+/// `message`, and the batcher is broken.
+fn fail(shared: &Shared, live: Vec<Decoded>, message: &str) {
+    shared.broken.store(true, Ordering::Relaxed);
+    let n = live.len();
+    for d in live {
+        (d.done)(Err(JobError::Backend(message.to_string())));
+    }
+    shared.state.lock().expect("batcher state").running -= n;
+}
+
+/// One forward on a tower that runs on the host's threads: gather, forward, deliver.
 fn run_batch(
     shared: &Shared,
     embedder: &Embedder,
@@ -600,185 +716,31 @@ fn run_batch(
     batch: Vec<Decoded>,
     gather: &mut Vec<f32>,
 ) {
-    let total = batch.len();
-    let (live, cancelled): (Vec<Decoded>, Vec<Decoded>) =
-        batch.into_iter().partition(|d| !d.cancel.is_cancelled());
-    for d in cancelled {
-        shared.dropped.fetch_add(1, Ordering::Relaxed);
-        (d.done)(Err(JobError::Cancelled));
+    let live = live_inputs(shared, batch);
+    if live.is_empty() {
+        return;
     }
-    if !live.is_empty() {
-        let started = Instant::now();
-        let rows: usize = live.iter().map(|d| d.pixels.len() / shared.patch_dim).sum();
-        let srcs: Vec<&[f32]> = live.iter().map(|d| d.pixels.as_slice()).collect();
-        let pixels = embedder.install(|| gather_pixels(&srcs, gather));
-        let grids: Vec<Grid> = live.iter().map(|d| d.grid).collect();
-        let view = ArrayView2::from_shape((rows, shared.patch_dim), pixels).expect("whole rows");
-        let gathered = started.elapsed();
-        let result = catch_unwind(AssertUnwindSafe(|| embedder.embed_pixels(view, &grids)));
-        let forward = started.elapsed() - gathered;
-        let tokens: usize = live.iter().map(|d| d.tokens).sum();
-        match result {
-            Ok(Ok(out)) => {
-                shared.batches.fetch_add(1, Ordering::Relaxed);
-                if let Some(cb) = &shared.on_batch {
-                    cb(&BatchReport {
-                        worker,
-                        items: live.len(),
-                        tokens,
-                        gather: gathered,
-                        forward,
-                    });
-                }
-                let n = live.len();
-                // Each input gets a view of the batch's rows, not a copy: the batch's output
-                // is freed when the last of its inputs' rows is dropped.
-                let batch_rows = out.embeddings.into_shared();
-                for (d, span) in live.into_iter().zip(&out.items) {
-                    let rows = batch_rows.clone().slice_move(s![
-                        span.token_offset..span.token_offset + span.token_count,
-                        ..
-                    ]);
-                    let timings = JobTimings {
-                        wait: started - d.decoded,
-                        gather: gathered,
-                        forward,
-                        ..d.timings
-                    };
-                    (d.done)(Ok(JobOutput {
-                        embeddings: rows,
-                        grid: d.grid,
-                        timings,
-                        batch_tokens: tokens,
-                        batch_items: n,
-                        worker,
-                    }));
-                }
-            }
-            Ok(Err(e)) => {
-                shared.broken.store(true, Ordering::Relaxed);
-                let msg = e.to_string();
-                for d in live {
-                    (d.done)(Err(JobError::Backend(msg.clone())));
-                }
-            }
-            Err(_) => {
-                shared.broken.store(true, Ordering::Relaxed);
-                for d in live {
-                    (d.done)(Err(JobError::Backend("the forward panicked".into())));
-                }
-            }
-        }
-    }
-    shared.state.lock().expect("batcher state").running -= total;
-}
-
-/// One input's result in an [`Ordered`] stream.
-#[derive(Debug)]
-pub struct OrderedItem {
-    /// Its place in the input order.
-    pub index: usize,
-    /// The header's price, when the header could be read.
-    pub plan: Option<Plan>,
-    pub result: JobResult,
-}
-
-/// A stream of inputs through a [`Batcher`], results in input order, with at most
-/// `window_tokens` merged tokens and `window_items` inputs between the oldest not yet yielded
-/// and the newest submitted: memory is bounded by the window, not by the number of inputs.
-pub struct Ordered<'b, I: Iterator<Item = ImageSource>> {
-    batcher: &'b Batcher,
-    inputs: std::iter::Fuse<I>,
-    next_index: usize,
-    next_out: usize,
-    held_tokens: usize,
-    window_tokens: usize,
-    window_items: usize,
-    done: HashMap<usize, OrderedItem>,
-    plans: HashMap<usize, Plan>,
-    tx: mpsc::Sender<(usize, JobResult)>,
-    rx: mpsc::Receiver<(usize, JobResult)>,
-}
-
-impl<'b, I: Iterator<Item = ImageSource>> Ordered<'b, I> {
-    /// `window_tokens` is raised to the batcher's `max_batch_tokens` when smaller (one forward
-    /// must fit); `window_items` to 1.
-    pub fn new(batcher: &'b Batcher, inputs: I, window_tokens: usize, window_items: usize) -> Self {
-        let (tx, rx) = mpsc::channel();
-        Self {
-            batcher,
-            inputs: inputs.fuse(),
-            next_index: 0,
-            next_out: 0,
-            held_tokens: 0,
-            window_tokens: window_tokens.max(batcher.options().max_batch_tokens),
-            window_items: window_items.max(1),
-            done: HashMap::new(),
-            plans: HashMap::new(),
-            tx,
-            rx,
-        }
-    }
-
-    /// Submits inputs while the window has room.
-    fn fill(&mut self) {
-        while self.next_index - self.next_out < self.window_items
-            && self.held_tokens < self.window_tokens
-        {
-            let Some(src) = self.inputs.next() else {
-                return;
+    let started = Instant::now();
+    let rows: usize = live.iter().map(|d| d.pixels.len() / shared.patch_dim).sum();
+    let srcs: Vec<&[f32]> = live.iter().map(|d| d.pixels.as_slice()).collect();
+    let pixels = embedder.install(|| gather_pixels(&srcs, gather));
+    let grids: Vec<Grid> = live.iter().map(|d| d.grid).collect();
+    let view = ArrayView2::from_shape((rows, shared.patch_dim), pixels).expect("whole rows");
+    let gathered = started.elapsed();
+    let result = catch_unwind(AssertUnwindSafe(|| embedder.embed_pixels(view, &grids)));
+    let forward = started.elapsed() - gathered;
+    match result {
+        Ok(Ok(out)) => {
+            let ran = Ran {
+                started,
+                gather: gathered,
+                forward,
+                device: None,
             };
-            let index = self.next_index;
-            self.next_index += 1;
-            let plan = match self.batcher.plan(&src) {
-                Ok(p) => p,
-                Err(e) => {
-                    let item = OrderedItem {
-                        index,
-                        plan: None,
-                        result: Err(JobError::Input(e)),
-                    };
-                    self.done.insert(index, item);
-                    continue;
-                }
-            };
-            let tokens = plan.tokens;
-            self.held_tokens += tokens;
-            self.plans.insert(index, plan);
-            let tx = self.tx.clone();
-            self.batcher
-                .submit(src, tokens, CancelToken::new(), move |r| {
-                    let _ = tx.send((index, r));
-                });
+            deliver(shared, worker, live, out.embeddings, &out.items, ran);
         }
-    }
-}
-
-impl<I: Iterator<Item = ImageSource>> Iterator for Ordered<'_, I> {
-    type Item = OrderedItem;
-
-    fn next(&mut self) -> Option<OrderedItem> {
-        loop {
-            self.fill();
-            if let Some(mut item) = self.done.remove(&self.next_out) {
-                self.next_out += 1;
-                if let Some(plan) = self.plans.remove(&item.index) {
-                    self.held_tokens -= plan.tokens;
-                    item.plan = Some(plan);
-                }
-                return Some(item);
-            }
-            if self.next_out == self.next_index {
-                return None; // nothing held, and fill found no more inputs
-            }
-            let (index, result) = self.rx.recv().expect("the stream holds a sender");
-            let item = OrderedItem {
-                index,
-                plan: None,
-                result,
-            };
-            self.done.insert(index, item);
-        }
+        Ok(Err(e)) => fail(shared, live, &e.to_string()),
+        Err(_) => fail(shared, live, "the forward panicked"),
     }
 }
 

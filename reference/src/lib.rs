@@ -29,5 +29,5 @@ pub use error::{EmbedError, InputError, TowerError, WeightError};
 pub use geometry::Grid;
 pub use real::Real;
 pub use taps::{DumpSink, Tap, TapFilter, TapMap, TapSink, WithProgress, tap_names, tap_names_for};
-pub use tower::Tower;
+pub use tower::{Finished, QueuedTower, Ticket, Tower};
 pub use weights::{Checkpoint, TowerWeights, tensor_specs};

@@ -9,12 +9,56 @@ use crate::error::TowerError;
 use crate::geometry::{self, Grid};
 use crate::taps::TapSink;
 use ndarray::{Array2, ArrayView2};
+use std::time::Duration;
+
+/// A queued forward (see [`QueuedTower::enqueue`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ticket(pub u64);
+
+/// A finished queued forward.
+#[derive(Debug)]
+pub struct Finished {
+    /// `[N/4, O]`, as [`Tower::forward`] returns them.
+    pub embeddings: Array2<f32>,
+    /// The device's own time for the forward (CUDA events around it), without the transfers
+    /// and without the time it waited behind another forward.
+    pub device: Duration,
+}
+
+/// Forwards queued on a device: pixels staged in memory the device copies from (page-locked on
+/// a GPU), uploaded, run and downloaded in order on the device while the host goes on. Up to
+/// [`depth`](Self::depth) forwards may be queued at once; each is finished, in any order, by
+/// [`finish`](Self::finish). The rows are the bits [`Tower::forward`] gives for the same batch.
+pub trait QueuedTower: Send + Sync {
+    /// Forwards that may be queued (enqueued and not yet finished) at once.
+    fn depth(&self) -> usize;
+    /// Queues the forward of a packed batch of `rows` patch rows with these grids: `fill` writes
+    /// the `rows x patch_dim` pixel values (row-major, [`Tower::forward`]'s layout) into the
+    /// tower's staging memory, then the upload, the forward and the download of the embeddings
+    /// are queued, and this returns without waiting for them. An error when `depth` forwards are
+    /// queued already, or for a batch [`Tower::forward`] would refuse.
+    fn enqueue(
+        &self,
+        rows: usize,
+        grid_thw: &[Grid],
+        fill: &mut dyn FnMut(&mut [f32]),
+    ) -> Result<Ticket, TowerError>;
+    /// Waits for a queued forward; its embeddings. A ticket is finished once.
+    fn finish(&self, ticket: Ticket) -> Result<Finished, TowerError>;
+}
 
 pub trait Tower: Send + Sync {
     /// The config the weights were loaded for.
     fn config(&self) -> &VisionConfig;
     /// A short name for messages and tap metadata ("reference f32").
     fn describe(&self) -> String;
+
+    /// The tower as a queue of asynchronous forwards, when it runs on a device of its own (a
+    /// GPU): the batcher then prepares the next batch and hands out the last one's rows while a
+    /// forward runs. `None` (the default) for towers whose forward is the host's own work.
+    fn queued(&self) -> Option<&dyn QueuedTower> {
+        None
+    }
 
     /// `[N, patch_dim]` pixel rows -> `[N, D]` (the Conv3d patch embedding).
     fn patch_embed(&self, pixel_values: ArrayView2<f32>) -> Result<Array2<f32>, TowerError>;

@@ -4,14 +4,18 @@
 
 use glm5v_prep::ImageSource;
 use glm5v_reference::{
-    Batcher, BatcherOptions, CancelToken, EmbedOptions, Embedder, JobError, JobResult, Ordered,
-    Precision, Threads,
+    BatchObserver, BatchReport, Batcher, BatcherOptions, CancelToken, EmbedOptions, Embedder,
+    Finished, Grid, JobError, JobResult, Ordered, Precision, QueuedTower, TapSink, Threads, Ticket,
+    Tower, TowerError, VisionConfig,
 };
-use ndarray::{Array2, ArrayRef2};
+use ndarray::{Array2, ArrayRef2, ArrayView2};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, mpsc};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -303,4 +307,149 @@ fn inputs_at_start_up_are_answered() {
         }
         batcher.shutdown();
     }
+}
+
+/// The CPU tower behind a queue of forwards run on threads of their own, as a GPU queues them
+/// on its streams: the batcher's queued worker (the GPU's path) must give every input the rows
+/// it gets alone, keep at most the queue's depth of forwards queued, and report the device time.
+#[derive(Clone)]
+struct QueuedCpu {
+    inner: Arc<glm5v_reference::CpuTower<f32>>,
+    jobs: Arc<std::sync::Mutex<HashMap<u64, std::thread::JoinHandle<Array2<f32>>>>>,
+    next: Arc<AtomicU64>,
+    most_queued: Arc<AtomicUsize>,
+}
+
+impl Tower for QueuedCpu {
+    fn queued(&self) -> Option<&dyn QueuedTower> {
+        Some(self)
+    }
+    fn config(&self) -> &VisionConfig {
+        self.inner.config()
+    }
+    fn describe(&self) -> String {
+        "queued cpu".into()
+    }
+    fn patch_embed(&self, x: ArrayView2<f32>) -> Result<Array2<f32>, TowerError> {
+        self.inner.patch_embed(x)
+    }
+    fn rope(&self, g: &[Grid]) -> Result<(Array2<f32>, Array2<f32>), TowerError> {
+        self.inner.rope(g)
+    }
+    fn block(
+        &self,
+        i: usize,
+        x: ArrayView2<f32>,
+        cos: ArrayView2<f32>,
+        sin: ArrayView2<f32>,
+        cu: &[usize],
+        taps: Option<&mut dyn TapSink>,
+    ) -> Result<Array2<f32>, TowerError> {
+        self.inner.block(i, x, cos, sin, cu, taps)
+    }
+    fn post_norm(&self, x: ArrayView2<f32>) -> Result<Array2<f32>, TowerError> {
+        self.inner.post_norm(x)
+    }
+    fn downsample(&self, x: ArrayView2<f32>) -> Result<Array2<f32>, TowerError> {
+        self.inner.downsample(x)
+    }
+    fn merger(
+        &self,
+        x: ArrayView2<f32>,
+        taps: Option<&mut dyn TapSink>,
+    ) -> Result<Array2<f32>, TowerError> {
+        self.inner.merger(x, taps)
+    }
+}
+
+impl QueuedTower for QueuedCpu {
+    fn depth(&self) -> usize {
+        2
+    }
+    fn enqueue(
+        &self,
+        rows: usize,
+        grids: &[Grid],
+        fill: &mut dyn FnMut(&mut [f32]),
+    ) -> Result<Ticket, TowerError> {
+        let mut jobs = self.jobs.lock().unwrap();
+        assert!(jobs.len() < 2, "the batcher queued more than the depth");
+        let p = self.inner.config().patch_dim();
+        let mut px = vec![f32::NAN; rows * p];
+        fill(&mut px);
+        let t = self.next.fetch_add(1, Ordering::Relaxed);
+        let (grids, inner) = (grids.to_vec(), self.inner.clone());
+        jobs.insert(
+            t,
+            std::thread::spawn(move || {
+                let x = Array2::from_shape_vec((rows, p), px).unwrap();
+                inner.forward(x.view(), &grids, None).unwrap()
+            }),
+        );
+        self.most_queued.fetch_max(jobs.len(), Ordering::Relaxed);
+        Ok(Ticket(t))
+    }
+    fn finish(&self, t: Ticket) -> Result<Finished, TowerError> {
+        let job = self
+            .jobs
+            .lock()
+            .unwrap()
+            .remove(&t.0)
+            .expect("a queued ticket");
+        let started = Instant::now();
+        let embeddings = job.join().unwrap();
+        Ok(Finished {
+            embeddings,
+            device: started.elapsed().max(Duration::from_nanos(1)),
+        })
+    }
+}
+
+#[test]
+fn queued_towers_give_each_input_its_rows() {
+    let srcs = images();
+    let e = tiny(Precision::F32);
+    let reference: Vec<Array2<f32>> = srcs.iter().map(|s| alone(&e, s)).collect();
+    let tiny_dir = root().join("fixtures/tower/tiny");
+    let queued = QueuedCpu {
+        inner: Arc::new(glm5v_reference::CpuTower::load(&tiny_dir, false).unwrap()),
+        jobs: Default::default(),
+        next: Default::default(),
+        most_queued: Default::default(),
+    };
+    let qe = Embedder::from_tower(Box::new(queued.clone()), Threads::Count(2)).unwrap();
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let r2 = reports.clone();
+    let observer: BatchObserver = Arc::new(move |r: &BatchReport| r2.lock().unwrap().push(*r));
+    let largest = reference.iter().map(|r| r.nrows()).max().unwrap();
+    let options = BatcherOptions::new(2 * largest, 2);
+    let batcher = Batcher::with_observer(vec![Arc::new(qe)], options, Some(observer)).unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(20261206);
+    let mut order: Vec<usize> = (0..3 * srcs.len()).map(|i| i % srcs.len()).collect();
+    order.shuffle(&mut rng);
+    let packed: Vec<ImageSource> = order.iter().map(|&i| srcs[i].clone()).collect();
+    let results = run_all(&batcher, &packed);
+    for (&i, r) in order.iter().zip(results) {
+        let out = r.unwrap_or_else(|e| panic!("input {i}: {e}"));
+        assert!(out.batch_tokens <= 2 * largest);
+        assert!(
+            same_bits(&out.embeddings, &reference[i]),
+            "input {i} differs from alone through the queue"
+        );
+    }
+    let reports = reports.lock().unwrap();
+    assert!(
+        reports
+            .iter()
+            .all(|r| r.device.is_some_and(|d| !d.is_zero()))
+    );
+    let items: usize = reports.iter().map(|r| r.items).sum();
+    assert_eq!(items, order.len(), "every input ran in exactly one forward");
+    let most = queued.most_queued.load(Ordering::Relaxed);
+    assert_eq!(
+        most, 2,
+        "forwards queued at once at most: the queue was never two deep"
+    );
+    batcher.shutdown();
+    assert_eq!(batcher.stats().running, 0);
 }
