@@ -123,6 +123,11 @@ impl Graphs {
         }
     }
 
+    /// The input buffer of graph `i` (the pixel values its replay reads).
+    pub(super) fn input(&self, i: usize) -> &DBuf {
+        &self.entries[i].px
+    }
+
     /// The output buffer of graph `i` (the embeddings after its replay).
     pub(super) fn output(&self, i: usize) -> &DBuf {
         &self.entries[i].out

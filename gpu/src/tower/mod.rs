@@ -4,7 +4,8 @@
 //! One file per stage, as the reference crate splits the CPU forward: `weights` (the resident
 //! weights and the block workspace), `attention` (geometry, cuDNN plans, a block's attention),
 //! `block` (the row kernels, SwiGLU, a block), `merger` (post_layernorm, downsample, merger),
-//! `graphs` (the forward as CUDA graphs, one per segment layout, in a bounded cache); this file
+//! `graphs` (the forward as CUDA graphs, one per segment layout, in a bounded cache), `queue`
+//! (forwards queued with page-locked staging and overlapped transfers, for the batcher); this file
 //! holds the types, the patch embedding, the forward that chains the stages on the device, and
 //! the [`Tower`] impl.
 
@@ -12,6 +13,7 @@ mod attention;
 mod block;
 mod graphs;
 mod merger;
+mod queue;
 mod weights;
 
 pub use graphs::{GRAPH_TOKENS_DEFAULT, GRAPHS_DEFAULT, GraphLimits, GraphStats};
@@ -22,7 +24,7 @@ use attention::Geo;
 use glm5v_reference::geometry::{self, Grid, check_cols, check_shape};
 use glm5v_reference::kernels::rope;
 use glm5v_reference::tower::progress;
-use glm5v_reference::{InputError, TapSink, Tower, TowerError, VisionConfig};
+use glm5v_reference::{InputError, QueuedTower, TapSink, Tower, TowerError, VisionConfig};
 use graphs::Graphs;
 use ndarray::{Array2, ArrayView2};
 use std::sync::Mutex;
@@ -73,6 +75,9 @@ pub struct GpuTower {
     /// Serialises work on the one stream and cuBLAS handle; holds the graph cache (declared
     /// before `dev`: the graphs are destroyed before the kernels' module and the handles).
     lock: Mutex<Graphs>,
+    /// The queued forwards' streams, events and staging memory (declared before `dev`, as
+    /// `lock`).
+    queue: Mutex<queue::Queue>,
     dev: Dev,
     w: Weights,
     /// Bytes of weights on the device.
@@ -332,6 +337,10 @@ impl GpuTower {
 }
 
 impl Tower for GpuTower {
+    fn queued(&self) -> Option<&dyn QueuedTower> {
+        queue::queue_enabled().then_some(self as &dyn QueuedTower)
+    }
+
     fn config(&self) -> &VisionConfig {
         &self.cfg
     }

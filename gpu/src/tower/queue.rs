@@ -1,0 +1,364 @@
+//! The tower as a queue of forwards ([`QueuedTower`]), for the batcher: a batch's pixels are
+//! staged in page-locked host memory and uploaded on a stream of their own while the forward
+//! before it runs; the forward runs on the tower's stream (a CUDA graph when its layout has
+//! one); its embeddings are downloaded on a third stream into page-locked memory while the
+//! forward after it runs. Two slots, each with its staging memory, device buffers and events,
+//! so two forwards can be queued at once (one running, the next uploaded behind it).
+//!
+//! The rows are the plain forward's bits: the same kernels, algorithms and graphs run on the
+//! same inputs; only where the pixels come from and where the embeddings go differ
+//! (`queued_forward_matches_forward` in `tests/device.rs`).
+//!
+//! `GLM5V_GPU_QUEUE=0` hides the queue from the batcher (every batch then runs through
+//! [`GpuTower::forward_gpu`], pageable copies and all: for A/B timing).
+
+use super::GpuTower;
+use super::attention::Geo;
+use crate::device::{DBuf, Dt};
+use crate::error::GpuError;
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, result, sys};
+use glm5v_reference::geometry::{self, Grid};
+use glm5v_reference::{Finished, QueuedTower, Ticket, TowerError};
+use ndarray::Array2;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Forwards queued at once.
+const SLOTS: usize = 2;
+
+/// Page-locked host memory of f32 (`cuMemHostAlloc`), freed on drop.
+struct Pinned {
+    ptr: *mut f32,
+    len: usize,
+    ctx: Arc<CudaContext>,
+}
+
+// SAFETY: plain host memory owned by this value; every access goes through `&self` /
+// `&mut self`, and the device touches it only between an enqueue and the finish that waits for
+// the copy (the slot is not handed out in between).
+unsafe impl Send for Pinned {}
+unsafe impl Sync for Pinned {}
+
+impl Pinned {
+    fn new(ctx: &Arc<CudaContext>, len: usize, what: &str) -> Result<Self, GpuError> {
+        ctx.bind_to_thread()
+            .map_err(|e| GpuError::cuda("cuCtxSetCurrent", e))?;
+        let bytes = len.max(1) * 4;
+        // SAFETY: a plain allocation; the pointer is freed once, in drop.
+        let ptr = unsafe { result::malloc_host(bytes, 0) }.map_err(|e| {
+            GpuError::cuda(
+                format!("cuMemHostAlloc ({what}: {bytes} bytes of page-locked host memory)"),
+                e,
+            )
+        })?;
+        Ok(Self {
+            ptr: ptr as *mut f32,
+            len,
+            ctx: ctx.clone(),
+        })
+    }
+
+    fn slice(&self, len: usize) -> &[f32] {
+        assert!(len <= self.len);
+        // SAFETY: `len` floats inside the allocation, not written while borrowed.
+        unsafe { std::slice::from_raw_parts(self.ptr, len) }
+    }
+
+    fn slice_mut(&mut self, len: usize) -> &mut [f32] {
+        assert!(len <= self.len);
+        // SAFETY: as above, borrowed mutably once.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, len) }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: allocated by malloc_host in `new`, freed once; no copy is in flight (a slot's
+        // memory is dropped only when the slot is free or the tower goes away after a sync).
+        unsafe {
+            let _ = result::free_host(self.ptr as *mut std::ffi::c_void);
+        }
+    }
+}
+
+/// A buffer at least `len` long: `buf` itself, or a new one `grow` makes (the next size: a
+/// quarter more than asked, so that a slowly growing batch does not reallocate every time).
+fn at_least<T>(
+    buf: &mut Option<T>,
+    len: usize,
+    have: impl Fn(&T) -> usize,
+    grow: impl FnOnce(usize) -> Result<T, GpuError>,
+) -> Result<bool, GpuError> {
+    if buf.as_ref().is_some_and(|b| have(b) >= len) {
+        return Ok(false);
+    }
+    *buf = None; // free the old one first
+    *buf = Some(grow(len + len / 4)?);
+    Ok(true)
+}
+
+/// What a queued forward keeps until it is finished.
+struct Job {
+    ticket: Ticket,
+    /// Embeddings `[g, o]`, downloaded into the slot's `host_out`.
+    g: usize,
+    /// The plain forward's output buffer and geometry (freed once the download is done);
+    /// `None` for a graph replay (its output was copied into `dev_out`).
+    plain: Option<(DBuf, Geo)>,
+}
+
+struct Slot {
+    host_in: Option<Pinned>,
+    host_out: Option<Pinned>,
+    dev_in: Option<DBuf>,
+    dev_out: Option<DBuf>,
+    /// Recorded on the upload stream after the pixels' copy; on the tower's stream around the
+    /// forward (timing) and after it; on the download stream after the embeddings' copy.
+    uploaded: CudaEvent,
+    began: CudaEvent,
+    computed: CudaEvent,
+    downloaded: CudaEvent,
+    job: Option<Job>,
+}
+
+/// The queue's streams and slots (under the tower's `queue` lock).
+pub(super) struct Queue {
+    up: Arc<CudaStream>,
+    down: Arc<CudaStream>,
+    slots: Vec<Slot>,
+    next: u64,
+}
+
+impl Queue {
+    pub(super) fn new(ctx: &Arc<CudaContext>) -> Result<Self, GpuError> {
+        let stream = || {
+            ctx.new_stream()
+                .map_err(|e| GpuError::cuda("cuStreamCreate", e))
+        };
+        let event = |flags| {
+            ctx.new_event(Some(flags))
+                .map_err(|e| GpuError::cuda("cuEventCreate", e))
+        };
+        use sys::CUevent_flags as F;
+        let mut slots = Vec::with_capacity(SLOTS);
+        for _ in 0..SLOTS {
+            slots.push(Slot {
+                host_in: None,
+                host_out: None,
+                dev_in: None,
+                dev_out: None,
+                uploaded: event(F::CU_EVENT_DISABLE_TIMING)?,
+                began: event(F::CU_EVENT_DEFAULT)?,
+                computed: event(F::CU_EVENT_DEFAULT)?,
+                // the worker sleeps on it instead of spinning a core for a whole forward
+                downloaded: event(F::CU_EVENT_BLOCKING_SYNC)?,
+                job: None,
+            });
+        }
+        Ok(Self {
+            up: stream()?,
+            down: stream()?,
+            slots,
+            next: 0,
+        })
+    }
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        // no copy may still read or write a slot's memory when it is freed
+        let _ = self.up.synchronize();
+        let _ = self.down.synchronize();
+    }
+}
+
+/// Whether the batcher sees the queue (`GLM5V_GPU_QUEUE=0` hides it).
+pub(super) fn queue_enabled() -> bool {
+    std::env::var("GLM5V_GPU_QUEUE").as_deref() != Ok("0")
+}
+
+impl GpuTower {
+    fn queue_guard(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn enqueue_gpu(
+        &self,
+        rows: usize,
+        grids: &[Grid],
+        fill: &mut dyn FnMut(&mut [f32]),
+    ) -> Result<Ticket, GpuError> {
+        let cfg = &self.cfg;
+        let p = cfg.patch_dim();
+        geometry::validate_pixels(cfg, rows, p, grids)?;
+        let (o, g) = (cfg.out_hidden_size, rows / cfg.merge_unit());
+        let dev = &self.dev;
+        let mut q = self.queue_guard();
+        let ticket = Ticket(q.next);
+        q.next += 1;
+        let q = &mut *q;
+        let s = q
+            .slots
+            .iter()
+            .position(|s| s.job.is_none())
+            .ok_or_else(|| {
+                GpuError::Unsupported(format!(
+                    "{SLOTS} forwards are queued already: finish one before queueing another"
+                ))
+            })?;
+        let slot = &mut q.slots[s];
+        // A free slot's copies are done (its last forward was finished, or failed before its
+        // job was kept: then wait for what it queued before reusing its memory).
+        for (e, what) in [(&slot.uploaded, "upload"), (&slot.downloaded, "download")] {
+            e.synchronize()
+                .map_err(|e| GpuError::cuda(format!("queued {what} (event synchronize)"), e))?;
+        }
+        let ctx = &dev.ctx;
+        at_least(
+            &mut slot.host_in,
+            rows * p,
+            |b| b.len,
+            |n| Pinned::new(ctx, n, "staged pixel values"),
+        )?;
+        at_least(
+            &mut slot.host_out,
+            g * o,
+            |b| b.len,
+            |n| Pinned::new(ctx, n, "staged embeddings"),
+        )?;
+        let host_in = slot.host_in.as_mut().expect("allocated above");
+        fill(host_in.slice_mut(rows * p));
+        let grown_in = at_least(
+            &mut slot.dev_in,
+            rows * p,
+            |b| b.len,
+            |n| dev.alloc("queued pixel values [N, patch_dim] f32", n, Dt::F32),
+        )?;
+        let grown_out = at_least(
+            &mut slot.dev_out,
+            g * o,
+            |b| b.len,
+            |n| dev.alloc("queued embeddings [G, O] f32", n, Dt::F32),
+        )?;
+        if grown_in || grown_out {
+            // allocated in the tower's stream order: usable from the other streams once done
+            dev.sync("queue buffers")?;
+        }
+        let dev_in = slot.dev_in.as_ref().expect("allocated above");
+        let dev_out = slot.dev_out.as_ref().expect("allocated above");
+        let src = host_in.slice(rows * p);
+        // SAFETY: page-locked source of exactly the copied length, a device buffer at least as
+        // long; the slot is not reused before `finish` has waited for this copy's stream.
+        unsafe {
+            result::memcpy_htod_async(dev_in.ptr, src, q.up.cu_stream())
+                .map_err(|e| GpuError::cuda("cuMemcpyHtoDAsync (queued pixels)", e))?;
+        }
+        slot.uploaded
+            .record(&q.up)
+            .map_err(|e| GpuError::cuda("cuEventRecord", e))?;
+        let stream = &dev.stream;
+        let plain = {
+            let mut st = self.guard();
+            match self.graph_for(&mut st, grids, rows)? {
+                Some(i) => {
+                    stream
+                        .wait(&slot.uploaded)
+                        .map_err(|e| GpuError::cuda("cuStreamWaitEvent", e))?;
+                    slot.began
+                        .record(stream)
+                        .map_err(|e| GpuError::cuda("cuEventRecord", e))?;
+                    dev.copy(dev_in, st.input(i), rows * p * 4)?;
+                    self.replay(&mut st, i, None)?;
+                    dev.copy(st.output(i), dev_out, g * o * 4)?;
+                    None
+                }
+                None => {
+                    // the geometry's uploads wait for the tower's stream: the forward before
+                    let geo = self.geo_for_grids(grids, false)?;
+                    stream
+                        .wait(&slot.uploaded)
+                        .map_err(|e| GpuError::cuda("cuStreamWaitEvent", e))?;
+                    slot.began
+                        .record(stream)
+                        .map_err(|e| GpuError::cuda("cuEventRecord", e))?;
+                    let out = self.forward_dev(dev_in, &geo, &mut None)?;
+                    Some((out, geo))
+                }
+            }
+        };
+        slot.computed
+            .record(stream)
+            .map_err(|e| GpuError::cuda("cuEventRecord", e))?;
+        q.down
+            .wait(&slot.computed)
+            .map_err(|e| GpuError::cuda("cuStreamWaitEvent", e))?;
+        let from = plain.as_ref().map_or(dev_out.ptr, |(out, _)| out.ptr);
+        let host_out = slot.host_out.as_mut().expect("allocated above");
+        // SAFETY: `g * o` f32 into page-locked memory of at least that length, from a device
+        // buffer of at least that length kept alive (in `plain` or the slot) until `finish`.
+        unsafe {
+            result::memcpy_dtoh_async(host_out.slice_mut(g * o), from, q.down.cu_stream())
+                .map_err(|e| GpuError::cuda("cuMemcpyDtoHAsync (queued embeddings)", e))?;
+        }
+        slot.downloaded
+            .record(&q.down)
+            .map_err(|e| GpuError::cuda("cuEventRecord", e))?;
+        slot.job = Some(Job { ticket, g, plain });
+        Ok(ticket)
+    }
+
+    fn finish_gpu(&self, ticket: Ticket) -> Result<Finished, GpuError> {
+        let o = self.cfg.out_hidden_size;
+        let mut q = self.queue_guard();
+        let slot = q
+            .slots
+            .iter_mut()
+            .find(|s| s.job.as_ref().is_some_and(|j| j.ticket == ticket))
+            .ok_or_else(|| {
+                GpuError::Unsupported(format!("no queued forward {ticket:?} to finish"))
+            })?;
+        let job = slot.job.take().expect("found above");
+        slot.downloaded
+            .synchronize()
+            .map_err(|e| GpuError::cuda("queued forward (event synchronize)", e))?;
+        let device = slot
+            .began
+            .elapsed_ms(&slot.computed)
+            .map_err(|e| GpuError::cuda("cuEventElapsedTime", e))?;
+        let n = job.g * o;
+        let src = slot.host_out.as_ref().expect("staged").slice(n);
+        let mut v = vec![0f32; n];
+        {
+            use rayon::prelude::*;
+            const PIECE: usize = 1 << 18;
+            v.par_chunks_mut(PIECE)
+                .zip(src.par_chunks(PIECE))
+                .for_each(|(d, s)| d.copy_from_slice(s));
+        }
+        drop(job.plain); // freed in the tower's stream order, after the download waited on it
+        Ok(Finished {
+            embeddings: Array2::from_shape_vec((job.g, o), v).expect("sizes match"),
+            device: Duration::from_secs_f64(f64::from(device.max(0.0)) / 1e3),
+        })
+    }
+}
+
+impl QueuedTower for GpuTower {
+    fn depth(&self) -> usize {
+        SLOTS
+    }
+
+    fn enqueue(
+        &self,
+        rows: usize,
+        grid_thw: &[Grid],
+        fill: &mut dyn FnMut(&mut [f32]),
+    ) -> Result<Ticket, TowerError> {
+        Ok(self.enqueue_gpu(rows, grid_thw, fill)?)
+    }
+
+    fn finish(&self, ticket: Ticket) -> Result<Finished, TowerError> {
+        Ok(self.finish_gpu(ticket)?)
+    }
+}
