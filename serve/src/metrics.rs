@@ -35,6 +35,8 @@ pub struct Metrics {
     pub wait_seconds: Histogram,
     pub gather_seconds: Histogram,
     pub forward_seconds: Histogram,
+    /// The devices' own time in forwards (GPU towers' CUDA events), summed.
+    pub device_seconds: Counter<f64, AtomicU64>,
     pub request_seconds: Histogram,
     render: Mutex<()>,
 }
@@ -115,6 +117,12 @@ impl Metrics {
             "One forward of the tower",
             forward_seconds.clone(),
         );
+        let device_seconds = Counter::<f64, AtomicU64>::default();
+        registry.register(
+            "device_busy_seconds",
+            "Seconds the GPUs spent running forwards (CUDA events; over the wall time: how busy they were)",
+            device_seconds.clone(),
+        );
         let request_seconds = secs();
         registry.register(
             "request_duration_seconds",
@@ -138,6 +146,7 @@ impl Metrics {
             wait_seconds,
             gather_seconds,
             forward_seconds,
+            device_seconds,
             request_seconds,
             render: Mutex::new(()),
         }
@@ -154,6 +163,9 @@ impl Metrics {
         self.batch_items.observe(b.items as f64);
         self.gather_seconds.observe(b.gather.as_secs_f64());
         self.forward_seconds.observe(b.forward.as_secs_f64());
+        if let Some(d) = b.device {
+            self.device_seconds.inc_by(d.as_secs_f64());
+        }
     }
 
     /// The text exposition, with the batcher's levels read now.

@@ -13,11 +13,14 @@ pub mod list;
 use anyhow::{Result, bail};
 use dataset::{Dataset, Row, stamp_of};
 use glm5v_prep::ImageSource;
-use glm5v_reference::{Batcher, BatcherOptions, Embedder, Ordered, OrderedItem};
+use glm5v_reference::{
+    BatchObserver, BatchReport, Batcher, BatcherOptions, Embedder, Ordered, OrderedItem,
+};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// How a corpus run ended.
@@ -102,12 +105,22 @@ fn stream<'b>(
     Ordered::new(
         batcher,
         inputs.iter().map(|a| ImageSource::from_arg(a)),
-        batch_tokens.saturating_mul(2),
+        // a forward running, the next queued behind it (a GPU) and the one after decoding
+        batch_tokens.saturating_mul(3),
         4096,
     )
 }
 
-fn batcher(embedders: Vec<Embedder>, args: &CorpusArgs, backend: &str) -> Result<Batcher> {
+/// The device time of every forward so far, summed over the workers (nanoseconds): GPU towers
+/// report it, CPU towers do not (it stays 0).
+type DeviceTime = Arc<AtomicU64>;
+
+fn batcher(
+    embedders: Vec<Embedder>,
+    args: &CorpusArgs,
+    backend: &str,
+    device: DeviceTime,
+) -> Result<Batcher> {
     if args.batch_tokens == 0 {
         bail!("--batch-tokens must be at least 1");
     }
@@ -120,10 +133,27 @@ fn batcher(embedders: Vec<Embedder>, args: &CorpusArgs, backend: &str) -> Result
     let mut o = BatcherOptions::new(args.batch_tokens, decode_threads);
     // an image priced over --batch-tokens runs in a forward of its own
     o.solo_over_budget = true;
-    Ok(Batcher::new(
+    let observer: BatchObserver = Arc::new(move |b: &BatchReport| {
+        if let Some(d) = b.device {
+            device.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+        }
+    });
+    Ok(Batcher::with_observer(
         embedders.into_iter().map(Arc::new).collect(),
         o,
+        Some(observer),
     )?)
+}
+
+/// `, GPU busy 93% of the time` when the towers reported device time (`device_ns` summed over
+/// `workers` devices), else nothing.
+fn busy_share(device_ns: u64, secs: f64, workers: usize) -> String {
+    if device_ns == 0 || secs <= 0.0 {
+        return String::new();
+    }
+    let share = device_ns as f64 / 1e9 / (secs * workers.max(1) as f64);
+    let what = if workers > 1 { "GPUs" } else { "GPU" };
+    format!(", {what} busy {:.0}% of the time", 100.0 * share)
 }
 
 fn describe_error(item: &OrderedItem) -> Option<String> {
@@ -142,6 +172,7 @@ pub fn to_parquet(
 ) -> Result<Outcome> {
     let bf16 = args.out_dtype == "bf16";
     let hidden = embedders[0].config().out_hidden_size;
+    let workers = embedders.len();
     let metadata = vec![
         ("glm5v.model".to_string(), info.model.clone()),
         ("glm5v.precision".to_string(), info.precision.clone()),
@@ -164,7 +195,8 @@ pub fn to_parquet(
         }
     }
     let skipped = given - todo.len();
-    let batcher = batcher(embedders, args, &info.backend)?;
+    let device = DeviceTime::default();
+    let batcher = batcher(embedders, args, &info.backend, device.clone())?;
     let bar = progress(todo.len(), args.quiet);
     let mut t = Tally {
         ok: 0,
@@ -221,11 +253,12 @@ pub fn to_parquet(
     let shards = ds.finish()?;
     let secs = t.start.elapsed().as_secs_f64();
     eprintln!(
-        "glm5v: {given} input(s): {} embedded, {} failed, {skipped} already done; {} tokens in {secs:.2} s ({:.0} tokens/s) -> {} ({shards} new shard{})",
+        "glm5v: {given} input(s): {} embedded, {} failed, {skipped} already done; {} tokens in {secs:.2} s ({:.0} tokens/s{}) -> {} ({shards} new shard{})",
         t.ok,
         t.failed,
         t.tokens,
         t.tokens as f64 / secs.max(1e-9),
+        busy_share(device.load(Ordering::Relaxed), secs, workers),
         out.display(),
         if shards == 1 { "" } else { "s" }
     );
@@ -247,7 +280,7 @@ pub fn to_safetensors(
 ) -> Result<()> {
     crate::out::check_dir(out)?;
     let hidden = embedders[0].config().out_hidden_size;
-    let batcher = batcher(embedders, args, &info.backend)?;
+    let batcher = batcher(embedders, args, &info.backend, DeviceTime::default())?;
     let bar = progress(inputs.len(), args.quiet);
     let start = Instant::now();
     let mut values: Vec<f32> = Vec::new();

@@ -391,6 +391,13 @@ fn timed_child(mut cmd: Command) -> Result<ChildRun> {
     }
 }
 
+/// The `GPU busy N%` of `glm5v embed`'s summary line, when it has one.
+fn busy_percent(stderr: &str) -> Option<f64> {
+    let line = stderr.lines().find(|l| l.contains(" tokens in "))?;
+    let after = &line[line.find("busy ")? + 5..];
+    after.split('%').next()?.trim().parse().ok()
+}
+
 /// The embedding seconds of `glm5v embed`'s summary line (`... tokens in 1.23 s ...`): from
 /// the first input to the last row written, after the model is loaded.
 fn embed_seconds(stderr: &str) -> Option<f64> {
@@ -446,6 +453,7 @@ pub fn bench_corpus(args: &Args, py: Option<&Path>, dir: &Path) -> Result<()> {
     };
     let (mut ours_ips, mut ours_e2e, mut up_ips) = (Vec::new(), Vec::new(), Vec::new());
     let (mut ours_rss, mut up_rss) = (0.0f64, 0.0f64);
+    let mut ours_busy = Vec::new();
     for turn in 0..args.turns {
         let out = dir.join(format!("x{turn}.parquet"));
         let run = timed_child(ours(&all, &out))?;
@@ -458,12 +466,18 @@ pub fn bench_corpus(args: &Args, py: Option<&Path>, dir: &Path) -> Result<()> {
         ours_ips.push(args.count as f64 / embed);
         ours_e2e.push(args.count as f64 / run.secs);
         ours_rss = ours_rss.max(run.peak_mb);
+        let busy = busy_percent(&run.stderr);
+        if let Some(b) = busy {
+            ours_busy.push(b);
+        }
         eprintln!(
-            "bench corpus: turn {turn}: glm5v embed {:.2} images/s after the load ({:.2} end to end, {:.1} s), peak RSS {:.0} MB",
+            "bench corpus: turn {turn}: glm5v embed {:.2} images/s after the load ({:.2} end to end, {:.1} s), peak RSS {:.0} MB{}",
             args.count as f64 / embed,
             args.count as f64 / run.secs,
             run.secs,
-            run.peak_mb
+            run.peak_mb,
+            busy.map(|b| format!(", GPU busy {b:.0}%"))
+                .unwrap_or_default()
         );
         if let Some(py) = py {
             let out = upstream(py)
@@ -515,6 +529,13 @@ pub fn bench_corpus(args: &Args, py: Option<&Path>, dir: &Path) -> Result<()> {
         range(&ours_e2e),
         args.count / 4
     );
+    if !ours_busy.is_empty() {
+        println!(
+            "glm5v embed: GPU busy {:.0}% ({}%) of the embedding time (CUDA events of each forward over the wall time after the load)",
+            super::median(ours_busy.clone()),
+            range(&ours_busy)
+        );
+    }
     if !up_ips.is_empty() {
         println!(
             "| upstream loop (processor + model, results in memory) | {:.2} ({}) | not timed | {up_rss:.0} |",
@@ -527,4 +548,23 @@ pub fn bench_corpus(args: &Args, py: Option<&Path>, dir: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{busy_percent, embed_seconds};
+
+    /// The corpus summary line as `glm5v embed` prints it (cli/src/corpus/mod.rs), with and
+    /// without the GPU's share.
+    #[test]
+    fn the_summary_line_gives_seconds_and_busy_share() {
+        let gpu = "glm5v: 200 input(s): 200 embedded, 0 failed, 0 already done; 61440 tokens \
+                   in 4.10 s (14985 tokens/s, GPU busy 93% of the time) -> x.parquet (1 new shard)";
+        assert_eq!(embed_seconds(gpu), Some(4.10));
+        assert_eq!(busy_percent(gpu), Some(93.0));
+        let cpu = "progress\nglm5v: 3 input(s): 3 embedded, 0 failed, 0 already done; 60 tokens \
+                   in 0.52 s (115 tokens/s) -> x.parquet (1 new shard)";
+        assert_eq!(embed_seconds(cpu), Some(0.52));
+        assert_eq!(busy_percent(cpu), None);
+    }
 }

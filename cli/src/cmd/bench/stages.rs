@@ -55,6 +55,9 @@ pub(super) fn stage_line(before: &str, after: &str, wall: Duration) -> Option<St
             100.0 * delta(name)? / wall
         ));
     }
+    if let Some(d) = delta("glm5v_device_busy_seconds_total").filter(|d| *d > 0.0) {
+        parts.push(format!("device busy {:.0}% of the wall", 100.0 * d / wall));
+    }
     let means: Vec<String> = HISTOGRAMS
         .iter()
         .filter_map(|(m, label)| {
@@ -83,6 +86,7 @@ mod tests {
         glm5v_forward_duration_seconds_sum 0.5\nglm5v_forward_duration_seconds_count 6\n\
         glm5v_batch_gather_duration_seconds_sum 0.05\nglm5v_batch_gather_duration_seconds_count 6\n\
         glm5v_decode_duration_seconds_sum 0.25\nglm5v_decode_duration_seconds_count 50\n\
+        glm5v_device_busy_seconds_total 0.3\n\
         glm5v_requests_total{route=\"embeddings\",outcome=\"ok\"} 50\n";
 
     #[test]
@@ -98,6 +102,8 @@ mod tests {
         );
         assert!(line.contains("gather 2% of the wall"), "{line}");
         assert!(line.contains("forward 20% of the wall"), "{line}");
+        // no device time before, 0.3 s after
+        assert!(line.contains("device busy 15% of the wall"), "{line}");
         // decode: 0.2 s over 40 inputs; forward 0.4 s over 4
         assert!(line.contains("decode 5.0 ms"), "{line}");
         assert!(line.contains("forward 100.0 ms"), "{line}");
