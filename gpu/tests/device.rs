@@ -488,3 +488,45 @@ fn queued_forward_matches_forward() {
         );
     }
 }
+
+/// A tower keeps the largest q/k/v head stride it has used under cuDNN (one plan per segment
+/// length once the largest batch has run): an image's rows are the same bits before and after
+/// a batch of more than 4096 tokens raised it.
+#[test]
+fn a_raised_head_stride_keeps_the_bits() {
+    if device_available().is_err() {
+        println!("skipped: no CUDA device");
+        return;
+    }
+    let cfg = small_cfg();
+    let seed: u64 = rand::rng().random();
+    println!("seed {seed}");
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let weights = random_weights(&cfg, &mut rng);
+    let gpu = GpuTower::from_weights(&weights, GpuOptions::new(Precision::Bf16)).unwrap();
+    gpu.set_graph_limits(GraphLimits {
+        entries: 0,
+        tokens: 0,
+    });
+    let pixels = |rng: &mut rand_chacha::ChaCha8Rng, n: usize| {
+        Array2::from_shape_fn((n, cfg.patch_dim()), |_| rng.random_range(-1.8f32..2.1))
+    };
+    let small: Vec<Grid> = vec![[1, 8, 6], [1, 16, 16]];
+    let x = pixels(&mut rng, 48 + 256);
+    let before = gpu.forward(x.view(), &small, None).unwrap();
+    let big: Vec<Grid> = vec![[1, 64, 72], [1, 8, 8]];
+    let y = pixels(&mut rng, 64 * 72 + 64);
+    gpu.forward(y.view(), &big, None).unwrap();
+    let after = gpu.forward(x.view(), &small, None).unwrap();
+    let differ = before
+        .iter()
+        .zip(after.iter())
+        .filter(|(a, b)| a.to_bits() != b.to_bits())
+        .count();
+    assert_eq!(differ, 0, "{differ} values differ after the stride grew");
+    println!(
+        "bf16: the same bits before and after a {}-token batch (attention: {})",
+        64 * 72 + 64,
+        gpu.attention_engine(&small).unwrap()
+    );
+}

@@ -32,8 +32,9 @@ pub(super) struct Geo {
 
 /// The head stride (tokens) of q, k, v for cuDNN: n rounded up to a power of two, at least
 /// 4096. A cuDNN plan holds the strides, so one per packed length would cost a plan (~0.3 s on
-/// the H200) for every new batch total; with this, a segment length has one plan per bucket.
-/// The padding rows are never read; it costs at most n more tokens of q, k and v.
+/// the H200, 2.2 s for the first on an H100) for every new batch total; with this, a segment
+/// length has one plan per bucket. The padding rows are never read; it costs at most n more
+/// tokens of q, k and v. A tower keeps the largest stride it has used ([`GpuTower::stride_for`]).
 pub(super) fn head_stride(n: usize) -> usize {
     n.next_power_of_two().max(4096)
 }
@@ -118,9 +119,13 @@ impl GpuTower {
                 .to_vec()
         };
         let runs = runs_of(cu, !self.dev.batch_invariant);
-        let padded = head_stride(n);
+        let padded = self.stride_for(n);
         let dnn_ws_bytes = self.cudnn_plans(&runs, padded)?;
         let dnn = dnn_ws_bytes.is_some();
+        if dnn {
+            self.stride_floor
+                .fetch_max(padded, std::sync::atomic::Ordering::Relaxed);
+        }
         // our kernels read q, k, v with n tokens a head
         let stride = if dnn { padded } else { n };
         let dnn_ws = match dnn_ws_bytes {
@@ -153,6 +158,17 @@ impl GpuTower {
                 None
             },
         })
+    }
+
+    /// The head stride of q, k, v under cuDNN for a batch of `n` tokens: [`head_stride`], or
+    /// the largest this tower has used when that is larger. A segment length then has one
+    /// plan once the largest batch has run, whatever the batches after it hold (a corpus of
+    /// mixed sizes with batches of every total: one plan per image size, not one per size and
+    /// batch bucket). The stride changes no value (the padding rows are never read:
+    /// `packings_are_batch_invariant` packs the same images at several strides); it costs q,
+    /// k and v memory for the largest batch in every forward.
+    pub(super) fn stride_for(&self, n: usize) -> usize {
+        head_stride(n).max(self.stride_floor.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Whether block `b` feeds the attention IEEE half (see [`attention_input_bound`]): only
@@ -226,7 +242,10 @@ impl GpuTower {
         let runs = runs_of(&cu, !self.dev.batch_invariant);
         let n = *cu.last().unwrap_or(&0);
         Ok(
-            match (self.cudnn_plans(&runs, head_stride(n))?, &self.dev.cudnn) {
+            match (
+                self.cudnn_plans(&runs, self.stride_for(n))?,
+                &self.dev.cudnn,
+            ) {
                 (Some(_), Some(c)) => format!("cudnn {}", c.version),
                 _ => {
                     let tiles = tiles_of(&cu, MMA_BQ).len() / 4;

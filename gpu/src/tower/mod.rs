@@ -82,6 +82,8 @@ pub struct GpuTower {
     w: Weights,
     /// Bytes of weights on the device.
     weight_bytes: usize,
+    /// The largest head stride of q, k, v used under cuDNN so far ([`GpuTower::stride_for`]).
+    stride_floor: std::sync::atomic::AtomicUsize,
     warnings: Vec<String>,
 }
 

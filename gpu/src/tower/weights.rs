@@ -204,6 +204,7 @@ impl GpuTower {
             dev,
             w,
             weight_bytes: bytes,
+            stride_floor: Default::default(),
             warnings: tw.warnings.clone(),
             lock: Mutex::new(Graphs::new(graph_limits)),
         })
