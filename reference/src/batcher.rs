@@ -526,7 +526,9 @@ fn finish_decode(shared: &Shared, reserved: usize, tokens: usize, decoded: Optio
         // the workers wait for the last decode to see the end
         shared.ready_cv.notify_all();
     } else if ready {
-        shared.ready_cv.notify_one();
+        // every worker: one waiting for a fuller batch behind its forward in flight must not
+        // be the only one woken while another device is idle
+        shared.ready_cv.notify_all();
     }
     if !ready {
         shared.decode_cv.notify_one();

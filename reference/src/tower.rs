@@ -32,6 +32,13 @@ pub struct Finished {
 pub trait QueuedTower: Send + Sync {
     /// Forwards that may be queued (enqueued and not yet finished) at once.
     fn depth(&self) -> usize;
+    /// Sets aside the staging memory for batches of up to `rows` patch rows now, so that no
+    /// forward waits for an allocation (page-locked memory costs tens of ms per hundred MB).
+    /// A larger batch later still runs (its memory is then grown). The default does nothing.
+    fn reserve(&self, rows: usize) -> Result<(), TowerError> {
+        let _ = rows;
+        Ok(())
+    }
     /// Queues the forward of a packed batch of `rows` patch rows with these grids: `fill` writes
     /// the `rows x patch_dim` pixel values (row-major, [`Tower::forward`]'s layout) into the
     /// tower's staging memory, then the upload, the forward and the download of the embeddings

@@ -82,8 +82,10 @@ impl Drop for Pinned {
     }
 }
 
-/// A buffer at least `len` long: `buf` itself, or a new one `grow` makes (the next size: a
-/// quarter more than asked, so that a slowly growing batch does not reallocate every time).
+/// A buffer at least `len` long: `buf` itself, or a new one `grow` makes (the next power of
+/// two, so that a batch larger than [`QueuedTower::reserve`] set aside reallocates once or
+/// twice, not at each larger one: a page-locked allocation of a few hundred MB costs tens of
+/// ms or more, a device one a sync).
 fn at_least<T>(
     buf: &mut Option<T>,
     len: usize,
@@ -94,7 +96,7 @@ fn at_least<T>(
         return Ok(false);
     }
     *buf = None; // free the old one first
-    *buf = Some(grow(len + len / 4)?);
+    *buf = Some(grow(len.next_power_of_two())?);
     Ok(true)
 }
 
@@ -178,9 +180,96 @@ pub(super) fn queue_enabled() -> bool {
     std::env::var("GLM5V_GPU_QUEUE").as_deref() != Ok("0")
 }
 
+/// `GLM5V_GPU_QUEUE_LOG=1`: one stderr line per queued forward's enqueue and finish, with the
+/// milliseconds of each phase (where a batcher's host time goes).
+struct Log {
+    on: bool,
+    last: std::cell::Cell<std::time::Instant>,
+}
+
+impl Log {
+    fn start() -> Self {
+        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        Self {
+            on: *ON.get_or_init(|| std::env::var("GLM5V_GPU_QUEUE_LOG").as_deref() == Ok("1")),
+            last: std::cell::Cell::new(std::time::Instant::now()),
+        }
+    }
+
+    /// Milliseconds since the last lap (or the start).
+    fn lap(&self) -> f64 {
+        let now = std::time::Instant::now();
+        let ms = (now - self.last.get()).as_secs_f64() * 1e3;
+        self.last.set(now);
+        ms
+    }
+
+    fn line(&self, f: impl FnOnce() -> String) {
+        static T0: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        if self.on {
+            let t = T0
+                .get_or_init(std::time::Instant::now)
+                .elapsed()
+                .as_secs_f64();
+            eprintln!("glm5v: queue: [{t:.3} s] {}", f());
+        }
+    }
+}
+
 impl GpuTower {
     fn queue_guard(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The slot's staging and device buffers, grown to hold a batch of `rows` patch rows.
+    fn slot_buffers(&self, slot: &mut Slot, rows: usize) -> Result<(), GpuError> {
+        let dev = &self.dev;
+        let (p, o) = (self.cfg.patch_dim(), self.cfg.out_hidden_size);
+        let g = rows / self.cfg.merge_unit();
+        let ctx = &dev.ctx;
+        at_least(
+            &mut slot.host_in,
+            rows * p,
+            |b| b.len,
+            |n| Pinned::new(ctx, n, "staged pixel values"),
+        )?;
+        at_least(
+            &mut slot.host_out,
+            g * o,
+            |b| b.len,
+            |n| Pinned::new(ctx, n, "staged embeddings"),
+        )?;
+        let grown_in = at_least(
+            &mut slot.dev_in,
+            rows * p,
+            |b| b.len,
+            |n| dev.alloc("queued pixel values [N, patch_dim] f32", n, Dt::F32),
+        )?;
+        let grown_out = at_least(
+            &mut slot.dev_out,
+            g * o,
+            |b| b.len,
+            |n| dev.alloc("queued embeddings [G, O] f32", n, Dt::F32),
+        )?;
+        if grown_in || grown_out {
+            // allocated in the tower's stream order: usable from the other streams once done
+            dev.sync("queue buffers")?;
+        }
+        Ok(())
+    }
+
+    fn reserve_gpu(&self, rows: usize) -> Result<(), GpuError> {
+        self.dev
+            .ctx
+            .bind_to_thread()
+            .map_err(|e| GpuError::cuda("cuCtxSetCurrent", e))?;
+        let mut q = self.queue_guard();
+        let log = Log::start();
+        for slot in q.slots.iter_mut().filter(|s| s.job.is_none()) {
+            self.slot_buffers(slot, rows)?;
+        }
+        log.line(|| format!("reserved {rows} rows a slot in {:.1} ms", log.lap()));
+        Ok(())
     }
 
     fn enqueue_gpu(
@@ -194,6 +283,10 @@ impl GpuTower {
         geometry::validate_pixels(cfg, rows, p, grids)?;
         let (o, g) = (cfg.out_hidden_size, rows / cfg.merge_unit());
         let dev = &self.dev;
+        // the raw copies below name no context: the batcher's thread must have this one current
+        dev.ctx
+            .bind_to_thread()
+            .map_err(|e| GpuError::cuda("cuCtxSetCurrent", e))?;
         let mut q = self.queue_guard();
         let ticket = Ticket(q.next);
         q.next += 1;
@@ -214,37 +307,12 @@ impl GpuTower {
             e.synchronize()
                 .map_err(|e| GpuError::cuda(format!("queued {what} (event synchronize)"), e))?;
         }
-        let ctx = &dev.ctx;
-        at_least(
-            &mut slot.host_in,
-            rows * p,
-            |b| b.len,
-            |n| Pinned::new(ctx, n, "staged pixel values"),
-        )?;
-        at_least(
-            &mut slot.host_out,
-            g * o,
-            |b| b.len,
-            |n| Pinned::new(ctx, n, "staged embeddings"),
-        )?;
+        let log = Log::start();
+        self.slot_buffers(slot, rows)?;
+        let t_alloc = log.lap();
         let host_in = slot.host_in.as_mut().expect("allocated above");
         fill(host_in.slice_mut(rows * p));
-        let grown_in = at_least(
-            &mut slot.dev_in,
-            rows * p,
-            |b| b.len,
-            |n| dev.alloc("queued pixel values [N, patch_dim] f32", n, Dt::F32),
-        )?;
-        let grown_out = at_least(
-            &mut slot.dev_out,
-            g * o,
-            |b| b.len,
-            |n| dev.alloc("queued embeddings [G, O] f32", n, Dt::F32),
-        )?;
-        if grown_in || grown_out {
-            // allocated in the tower's stream order: usable from the other streams once done
-            dev.sync("queue buffers")?;
-        }
+        let t_fill = log.lap();
         let dev_in = slot.dev_in.as_ref().expect("allocated above");
         let dev_out = slot.dev_out.as_ref().expect("allocated above");
         let src = host_in.slice(rows * p);
@@ -260,7 +328,8 @@ impl GpuTower {
         let stream = &dev.stream;
         let plain = {
             let mut st = self.guard();
-            match self.graph_for(&mut st, grids, rows)? {
+            let t_lock = log.lap();
+            let plain = match self.graph_for(&mut st, grids, rows)? {
                 Some(i) => {
                     stream
                         .wait(&slot.uploaded)
@@ -285,7 +354,17 @@ impl GpuTower {
                     let out = self.forward_dev(dev_in, &geo, &mut None)?;
                     Some((out, geo))
                 }
-            }
+            };
+            log.line(|| {
+                format!(
+                    "enqueue {ticket:?}: {rows} rows, {} grids, {}: buffers {t_alloc:.1} ms, \
+                     fill {t_fill:.1} ms, lock {t_lock:.1} ms, geometry and launch {:.1} ms",
+                    grids.len(),
+                    if plain.is_some() { "plain" } else { "graph" },
+                    log.lap()
+                )
+            });
+            plain
         };
         slot.computed
             .record(stream)
@@ -310,6 +389,10 @@ impl GpuTower {
 
     fn finish_gpu(&self, ticket: Ticket) -> Result<Finished, GpuError> {
         let o = self.cfg.out_hidden_size;
+        self.dev
+            .ctx
+            .bind_to_thread()
+            .map_err(|e| GpuError::cuda("cuCtxSetCurrent", e))?;
         let mut q = self.queue_guard();
         let slot = q
             .slots
@@ -319,9 +402,11 @@ impl GpuTower {
                 GpuError::Unsupported(format!("no queued forward {ticket:?} to finish"))
             })?;
         let job = slot.job.take().expect("found above");
+        let log = Log::start();
         slot.downloaded
             .synchronize()
             .map_err(|e| GpuError::cuda("queued forward (event synchronize)", e))?;
+        let t_wait = log.lap();
         let device = slot
             .began
             .elapsed_ms(&slot.computed)
@@ -337,6 +422,12 @@ impl GpuTower {
                 .for_each(|(d, s)| d.copy_from_slice(s));
         }
         drop(job.plain); // freed in the tower's stream order, after the download waited on it
+        log.line(|| {
+            format!(
+                "finish {ticket:?}: waited {t_wait:.1} ms, device {device:.1} ms, copy out {:.1} ms",
+                log.lap()
+            )
+        });
         Ok(Finished {
             embeddings: Array2::from_shape_vec((job.g, o), v).expect("sizes match"),
             device: Duration::from_secs_f64(f64::from(device.max(0.0)) / 1e3),
@@ -347,6 +438,10 @@ impl GpuTower {
 impl QueuedTower for GpuTower {
     fn depth(&self) -> usize {
         SLOTS
+    }
+
+    fn reserve(&self, rows: usize) -> Result<(), TowerError> {
+        Ok(self.reserve_gpu(rows)?)
     }
 
     fn enqueue(

@@ -65,7 +65,9 @@ impl Pace {
     /// millisecond to spare) before `last` is expected to end.
     fn take_by(&self, last: &InFlight) -> Instant {
         let lead = Duration::from_secs_f64(self.stage.unwrap_or(0.0) * 1.5) + LEAD_SPARE;
-        last.expected_end.checked_sub(lead).unwrap_or(last.started)
+        last.expected_end
+            .checked_sub(lead)
+            .map_or(last.started, |t| t.max(last.started))
     }
 }
 
@@ -131,6 +133,14 @@ pub(super) fn worker_loop(
     worker: usize,
 ) {
     let depth = queue.depth().max(1);
+    // staging for the largest batch the budget allows, before the first input
+    let rows = shared
+        .options
+        .max_batch_tokens
+        .saturating_mul(shared.merge_unit);
+    if let Err(e) = queue.reserve(rows) {
+        eprintln!("glm5v: worker {worker}: staging memory not set aside ({e}); it grows per batch");
+    }
     let mut in_flight: VecDeque<InFlight> = VecDeque::new();
     let mut pace = Pace::default();
     loop {
