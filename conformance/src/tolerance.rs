@@ -40,10 +40,15 @@ pub enum Preset {
     /// floor catches a direction error that a norm-preserving bug (e.g. a permutation of heads)
     /// could hide inside a loose L2 bound.
     GpuBf16,
-    /// The CPU's bf16 mode against upstream's f32 forward: the GPU bf16 bound (`rel_l2 <= 2e-2`,
-    /// `cosine >= 0.999`), because the CPU's bf16 mode follows the same policy (bf16 weights
-    /// and product inputs, f32 accumulation, f32 elsewhere) and so has the same error budget:
-    /// 8 significant bits per product input, compounding through the blocks.
+    /// The CPU's bf16 mode against upstream's f32 forward: `rel_l2 <= 1.6e-2`, `cosine >=
+    /// 0.999`. The mode keeps bf16 weights and f32 accumulation, and feeds its products bf16
+    /// inputs except in the first four blocks, whose inputs keep an IEEE half's 11 significant
+    /// bits (the GPU runs its block products in half; an early rounding error is carried and
+    /// grown by every block after it). Measured 2026-12-06 on a 2-core Xeon (AVX-512, its
+    /// AVX512-BF16 kernel and its f32 panels): 1.25e-2..1.26e-2 at full depth (24 blocks; bf16
+    /// inputs everywhere gave 1.90e-2, the GPU's bf16 1.06e-2), 5.2e-3..9.8e-3 on the one- and
+    /// two-block fixtures: 0.79x this bound at worst, which is the target that change was made
+    /// for (issue 38: CPU bf16 within 1.2x of the GPU's error, at most 1.6e-2).
     CpuBf16,
 }
 
@@ -90,9 +95,15 @@ impl Preset {
                 min_cosine: None,
                 self_disagreement: None,
             },
-            Preset::GpuBf16 | Preset::CpuBf16 => Tolerance {
+            Preset::GpuBf16 => Tolerance {
                 name: self.name().into(),
                 rel_l2: 2e-2,
+                min_cosine: Some(0.999),
+                self_disagreement: None,
+            },
+            Preset::CpuBf16 => Tolerance {
+                name: self.name().into(),
+                rel_l2: 1.6e-2,
                 min_cosine: Some(0.999),
                 self_disagreement: None,
             },

@@ -79,20 +79,62 @@ fn sized<F: Real>(buf: &mut Vec<F>, len: usize) -> &mut [F] {
     buf.as_mut_slice()
 }
 
-/// The block products whose inputs the bf16 mode takes at an IEEE half's precision instead of
-/// bf16 (see [`LinearWeight::with_half_inputs`]), as the GPU's bf16 mode does:
-/// `GLM5V_CPU_BF16_HALF` = a comma list of `qkv`, `proj`, `gate_up`, `down`, or `all`; unset (or
-/// `none`), none. Off by default because it costs what it gains: each such product runs twice
-/// (an input at half's precision is two bf16 parts): tower/full's worst error 1.84e-2 -> 1.03e-2
-/// (the GPU's 1.06e-2), every tower fixture within 1.1x of the GPU's; the 32x32 forward on 2
-/// cores 3.7 s -> 7.3 s on Zen 5's AVX512-BF16 panels (slower than the f32 mode), 0.92-1.00 s
-/// -> 1.42-1.54 s on a Xeon's AMX tiles (8x8 0.072-0.089 -> 0.096-0.104 s). With the products,
-/// the warnings to add at load (unknown names).
-fn half_input_products() -> (Vec<&'static str>, Vec<String>) {
+/// Leading blocks whose products take half-precision inputs in the bf16 mode by default.
+pub const HALF_INPUT_BLOCKS: usize = 4;
+
+/// Which block products the bf16 mode feeds inputs at an IEEE half's precision (11 significant
+/// bits) instead of bf16's 8 (see [`LinearWeight::with_half_inputs`]), as the GPU's bf16 mode
+/// runs its block products in half: the products, and how many leading blocks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HalfInputs {
+    pub products: Vec<&'static str>,
+    /// Blocks `0..blocks` (`usize::MAX`: every block).
+    pub blocks: usize,
+}
+
+impl HalfInputs {
+    fn on(&self, block: usize, product: &str) -> bool {
+        block < self.blocks && self.products.contains(&product)
+    }
+}
+
+/// [`HalfInputs`] from `GLM5V_CPU_BF16_HALF`'s value, with warnings for what it could not read.
+///
+/// Unset: every product of the first [`HALF_INPUT_BLOCKS`] blocks. A rounding error made early
+/// is carried and grown by every block after it: on tower/full (24 blocks) half inputs in
+/// blocks 0-3 alone take the worst error from 1.90e-2 to 1.25e-2 (all 24 blocks: 1.03e-2;
+/// blocks 18-23 alone: 1.89e-2; the GPU's bf16: 1.06e-2), for a sixth of the cost of all
+/// (an input at half's precision is two bf16 parts, two products, on the bf16 units; on the
+/// f32 kernels it is only another rounding). `none`: bf16 inputs everywhere (the fastest);
+/// `all`: every block; `first:N`: every product of the first N blocks; a comma list of `qkv`,
+/// `proj`, `gate_up`, `down`: those products in every block.
+pub fn parse_half_inputs(value: Option<&str>) -> (HalfInputs, Vec<String>) {
     const ALL: [&str; 4] = ["qkv", "proj", "gate_up", "down"];
-    let Ok(v) = std::env::var("GLM5V_CPU_BF16_HALF") else {
-        return (Vec::new(), Vec::new());
+    let default = HalfInputs {
+        products: ALL.to_vec(),
+        blocks: HALF_INPUT_BLOCKS,
     };
+    let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return (default, Vec::new());
+    };
+    if let Some(n) = v.strip_prefix("first:") {
+        return match n.trim().parse() {
+            Ok(blocks) => (
+                HalfInputs {
+                    products: ALL.to_vec(),
+                    blocks,
+                },
+                Vec::new(),
+            ),
+            Err(_) => (
+                default,
+                vec![format!(
+                    "GLM5V_CPU_BF16_HALF={v}: `first:` takes a number of blocks; using the \
+                     first {HALF_INPUT_BLOCKS}"
+                )],
+            ),
+        };
+    }
     let words: Vec<&str> = v
         .split(',')
         .map(str::trim)
@@ -102,26 +144,36 @@ fn half_input_products() -> (Vec<&'static str>, Vec<String>) {
         .iter()
         .filter(|w| !ALL.contains(w) && !["all", "none"].contains(w))
         .map(|w| {
-            format!("GLM5V_CPU_BF16_HALF: unknown product `{w}` (known: qkv, proj, gate_up, down, all, none)")
+            format!("GLM5V_CPU_BF16_HALF: unknown product `{w}` (known: qkv, proj, gate_up, down, all, none, first:N)")
         })
         .collect();
-    let on: Vec<&'static str> = ALL
+    let products: Vec<&'static str> = ALL
         .into_iter()
         .filter(|p| words.iter().any(|w| w == p || *w == "all"))
         .collect();
-    (on, warnings)
+    let blocks = if products.is_empty() { 0 } else { usize::MAX };
+    (HalfInputs { products, blocks }, warnings)
 }
 
-/// The load warning of the bf16 mode on a CPU (or a `GLM5V_CPU_ISA` level) without bf16
-/// arithmetic: there its products run on the f32 kernels after rounding their inputs, so the
-/// mode costs the f32 mode's time and more (the rounding pass) and is less accurate.
-fn bf16_warning(isa: crate::kernels::isa::Isa) -> Option<String> {
-    (isa < crate::kernels::isa::Isa::Avx512Bf16).then(|| {
-        format!(
+/// The load warning of the bf16 mode where its products run on the f32 kernels after rounding
+/// their inputs (a CPU, or a `GLM5V_CPU_ISA` level, without bf16 arithmetic; or an Intel CPU
+/// whose AVX512-BF16 unit runs slower than its f32 FMAs): there the mode costs the f32 mode's
+/// time and more (the rounding pass) and is less accurate.
+fn bf16_warning(isa: crate::kernels::isa::Isa, dpbf16: bool) -> Option<String> {
+    use crate::kernels::isa::Isa;
+    if isa < Isa::Avx512Bf16 {
+        return Some(format!(
             "bf16 asked for on a CPU without bf16 arithmetic (instruction set {isa}: no \
              AVX512-BF16, no AMX): its products run on the f32 kernels with bf16-rounded \
              inputs, no faster than f32 and less accurate; f32 is the better choice here"
-        )
+        ));
+    }
+    (isa == Isa::Avx512Bf16 && !dpbf16).then(|| {
+        "bf16 asked for on a CPU whose AVX512-BF16 unit is slower than its f32 FMAs (an Intel \
+         CPU without AMX: vdpbf16ps at half their rate; GLM5V_CPU_DPBF16=1 uses it anyway): \
+         its products run on the f32 kernels with bf16-rounded inputs, no faster than f32 and \
+         less accurate; f32 is the better choice here"
+            .to_string()
     })
 }
 
@@ -233,7 +285,12 @@ impl<F: Real> CpuTower<F> {
     /// The tower from weights whose `Linear` arrays were packed into `packed`, in
     /// [`TowerWeights::load_with`]'s order.
     fn from_packed(mut weights: TowerWeights<F>, packed: Vec<LinearWeight<F>>, bf16: bool) -> Self {
-        if bf16 && let Some(w) = bf16_warning(crate::kernels::isa::isa()) {
+        if bf16
+            && let Some(w) = bf16_warning(
+                crate::kernels::isa::isa(),
+                crate::kernels::isa::dpbf16_preferred(),
+            )
+        {
             weights.warnings.push(w);
         }
         assert_eq!(
@@ -245,18 +302,17 @@ impl<F: Real> CpuTower<F> {
         let mut next = || it.next().expect("counted above");
         let patch = next();
         // block products that take half-precision inputs in the bf16 mode, as on the GPU
-        let (half, half_warnings) = if bf16 {
-            half_input_products()
-        } else {
-            (Vec::new(), Vec::new())
-        };
-        weights.warnings.extend(half_warnings);
+        let (half, half_warnings) =
+            parse_half_inputs(std::env::var("GLM5V_CPU_BF16_HALF").ok().as_deref());
+        if bf16 {
+            weights.warnings.extend(half_warnings);
+        }
         let blocks = (0..weights.blocks.len())
-            .map(|_| BlockLinears {
-                qkv: next().with_half_inputs(half.contains(&"qkv")),
-                proj: next().with_half_inputs(half.contains(&"proj")),
-                gate_up: next().with_half_inputs(half.contains(&"gate_up")),
-                down: next().with_half_inputs(half.contains(&"down")),
+            .map(|i| BlockLinears {
+                qkv: next().with_half_inputs(half.on(i, "qkv")),
+                proj: next().with_half_inputs(half.on(i, "proj")),
+                gate_up: next().with_half_inputs(half.on(i, "gate_up")),
+                down: next().with_half_inputs(half.on(i, "down")),
             })
             .collect();
         let lin = Linears {
@@ -637,21 +693,48 @@ mod tests {
     #[test]
     fn bf16_without_bf16_arithmetic_is_warned_naming_the_level() {
         for isa in [Isa::Generic, Isa::Avx2, Isa::Avx512] {
-            let w = bf16_warning(isa).expect("a warning below avx512-bf16");
+            let w = bf16_warning(isa, false).expect("a warning below avx512-bf16");
             assert!(
                 w.contains(&format!("instruction set {}", isa.name())),
                 "{w}"
             );
             assert!(w.contains("no AVX512-BF16, no AMX"), "{w}");
         }
-        assert_eq!(bf16_warning(Isa::Avx512Bf16), None);
-        assert_eq!(bf16_warning(Isa::Amx), None);
+        assert_eq!(bf16_warning(Isa::Avx512Bf16, true), None);
+        let slow = bf16_warning(Isa::Avx512Bf16, false).expect("a slow bf16 unit is warned");
+        assert!(slow.contains("slower than its f32 FMAs"), "{slow}");
+        assert_eq!(bf16_warning(Isa::Amx, false), None);
+        assert_eq!(bf16_warning(Isa::Amx, true), None);
+    }
+
+    #[test]
+    fn half_inputs_default_to_the_first_blocks() {
+        let (h, w) = parse_half_inputs(None);
+        assert!(w.is_empty());
+        assert_eq!(h.blocks, HALF_INPUT_BLOCKS);
+        assert!(h.on(0, "qkv") && h.on(3, "down") && !h.on(4, "qkv"));
+        let (h, _) = parse_half_inputs(Some("none"));
+        assert!(!h.on(0, "qkv"));
+        let (h, _) = parse_half_inputs(Some("all"));
+        assert!(h.on(23, "proj") && h.on(0, "gate_up"));
+        let (h, _) = parse_half_inputs(Some("first:2"));
+        assert!(h.on(1, "proj") && !h.on(2, "proj"));
+        let (h, _) = parse_half_inputs(Some(" gate_up , down"));
+        assert!(h.on(20, "down") && h.on(0, "gate_up") && !h.on(0, "qkv"));
+        let (h, w) = parse_half_inputs(Some("gate_up,mlp"));
+        assert!(h.on(0, "gate_up"));
+        assert!(w.len() == 1 && w[0].contains("`mlp`"), "{w:?}");
+        let (h, w) = parse_half_inputs(Some("first:x"));
+        assert_eq!(h.blocks, HALF_INPUT_BLOCKS);
+        assert!(w.len() == 1 && w[0].contains("first:"), "{w:?}");
     }
 
     #[test]
     fn the_bf16_tower_carries_the_warning_exactly_when_the_cpu_lacks_bf16() {
         let cfg = crate::synth::Preset::Tiny.config();
-        let lacks = crate::kernels::isa::isa() < Isa::Avx512Bf16;
+        let isa = crate::kernels::isa::isa();
+        let lacks = isa < Isa::Avx512Bf16
+            || (isa == Isa::Avx512Bf16 && !crate::kernels::isa::dpbf16_preferred());
         let tw = TowerWeights::<f32>::from_fn(&cfg, |_, v| v.fill(0.5)).expect("tiny weights");
         let f32_tower = CpuTower::new(tw.clone());
         assert!(f32_tower.warnings().iter().all(|w| !w.contains("bf16")));
@@ -659,7 +742,7 @@ mod tests {
         let warned = bf16_tower
             .warnings()
             .iter()
-            .any(|w| w.contains("without bf16"));
+            .any(|w| w.contains("without bf16") || w.contains("slower than its f32"));
         assert_eq!(warned, lacks, "{:?}", bf16_tower.warnings());
         // describe() names the instruction set the kernels use
         assert!(

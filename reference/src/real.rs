@@ -256,7 +256,7 @@ impl Real for f32 {
         a.linear(x, m, bias, residual, y, parts)
     }
     fn pack_dpbf16(w: ndarray::ArrayView2<Self>) -> Option<crate::kernels::dpbf16::Bf16Panels> {
-        crate::kernels::dpbf16::available().then(|| crate::kernels::dpbf16::Bf16Panels::pack(w))
+        crate::kernels::dpbf16::preferred().then(|| crate::kernels::dpbf16::Bf16Panels::pack(w))
     }
     fn linear_dpbf16(
         p: &crate::kernels::dpbf16::Bf16Panels,

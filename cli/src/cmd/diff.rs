@@ -17,7 +17,7 @@ pub struct Args {
     /// Reference dump (e.g. upstream's, from fixtures/upstream/dump_taps.py).
     b: PathBuf,
     /// Tolerance preset: f32-vs-upstream (default; max(1e-5, 3 x B's self_disagreement)),
-    /// gpu-f32 (1e-4), gpu-bf16 and cpu-bf16 (2e-2 and cosine >= 0.999).
+    /// gpu-f32 (1e-4), gpu-bf16 (2e-2 and cosine >= 0.999), cpu-bf16 (1.6e-2 and cosine >= 0.999).
     #[arg(long, value_name = "PRESET", conflicts_with = "rtol")]
     tolerance: Option<String>,
     /// A relative L2 bound given by hand instead of a preset.

@@ -26,9 +26,15 @@ const KC: usize = 256;
 /// Rows per block.
 const MC: usize = 96;
 
-/// Whether this process runs the kernel (AVX512-BF16, as [`super::isa::isa`] decides).
+/// Whether this process can run the kernel (AVX512-BF16, as [`super::isa::isa`] decides).
 pub fn available() -> bool {
     super::isa::isa() >= super::isa::Isa::Avx512Bf16
+}
+
+/// Whether the bf16 mode's weights are packed for this kernel: [`available`] and the faster
+/// unit on this CPU ([`super::isa::dpbf16_preferred`]); else they take the f32 panels.
+pub fn preferred() -> bool {
+    available() && super::isa::dpbf16_preferred()
 }
 
 /// A `Linear` weight `[n, k]` as bf16 pair panels.

@@ -231,9 +231,10 @@ impl<F: Real> LinearWeight<F> {
     /// where the weights bound the values in its range (`gpu/src/half_bounds.rs`), and the
     /// CPU's bf16 products had been the larger error (tower/full: 1.90e-2 against the GPU's
     /// 1.06e-2). Without the range (f32's exponent), so no bound is needed. On the f32 kernels
-    /// the rounding is another rounding; on the AVX512-BF16 panels the input is split in two
-    /// bf16 parts (`hi + lo` is the rounded input exactly), two products; on AMX the tiles keep
-    /// bf16 inputs (not measured here: no AMX on this machine).
+    /// the rounding is another rounding; on the AVX512-BF16 panels and the AMX tiles the input
+    /// is split in two bf16 parts (`hi + lo` is the rounded input exactly), two products. The
+    /// bf16 mode gives it to the first four blocks' products by default (`cpu.rs`,
+    /// `parse_half_inputs`).
     pub fn with_half_inputs(mut self, on: bool) -> Self {
         self.half_inputs = self.bf16_inputs && on;
         self

@@ -132,6 +132,61 @@ pub fn decide(hardware: Isa, forced: Option<&str>) -> IsaChoice {
     }
 }
 
+/// Whether the bf16 mode's products run on the AVX512-BF16 kernel (`vdpbf16ps`) where the level
+/// has it: on Intel CPUs (an AVX512-BF16 Xeon whose AMX is absent or hidden, as in many VMs)
+/// `vdpbf16ps` runs at half the rate of the f32 FMAs (measured on a 2-core Emerald Rapids VM:
+/// 85 against 170 GFLOP/s a core; its bf16 forwards 1.8x slower than f32's), so there the bf16
+/// mode's products run on the f32 panels, its inputs rounded as before (the same roundings,
+/// another summation order); on AMD's (Zen 4, Zen 5) it is the faster unit.
+/// `GLM5V_CPU_DPBF16=1|0` decides instead, and so does `GLM5V_CPU_ISA=avx512-bf16` (a forced
+/// level runs its own kernel). Decided once per process, from the vendor, never from a timing:
+/// a process's choice, and so its bits, do not depend on how busy the machine was.
+pub fn dpbf16_preferred() -> bool {
+    static PREFERRED: OnceLock<bool> = OnceLock::new();
+    *PREFERRED.get_or_init(|| {
+        let forced_level = std::env::var("GLM5V_CPU_ISA")
+            .ok()
+            .and_then(|s| Isa::parse(&s))
+            == Some(Isa::Avx512Bf16);
+        prefer_dpbf16(
+            isa(),
+            std::env::var("GLM5V_CPU_DPBF16").ok().as_deref(),
+            forced_level,
+            &vendor(),
+        )
+    })
+}
+
+/// [`dpbf16_preferred`]'s rule: the level, `GLM5V_CPU_DPBF16`'s value, whether
+/// `GLM5V_CPU_ISA` forced avx512-bf16, and the CPU's vendor string.
+pub fn prefer_dpbf16(isa: Isa, switch: Option<&str>, forced_level: bool, vendor: &str) -> bool {
+    if isa < Isa::Avx512Bf16 {
+        return false;
+    }
+    match switch.map(str::trim) {
+        Some("1") => true,
+        Some("0") => false,
+        _ => forced_level || vendor != "GenuineIntel",
+    }
+}
+
+/// The CPU's vendor string (CPUID leaf 0: `GenuineIntel`, `AuthenticAMD`, ...), empty elsewhere.
+pub fn vendor() -> String {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let l0 = std::arch::x86_64::__cpuid(0);
+        let bytes: Vec<u8> = [l0.ebx, l0.edx, l0.ecx]
+            .iter()
+            .flat_map(|r| r.to_le_bytes())
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        String::new()
+    }
+}
+
 /// The highest level this CPU supports, with the tile state requested for AMX.
 fn hardware() -> Isa {
     #[cfg(target_arch = "x86_64")]
@@ -188,6 +243,26 @@ fn request_tile_state() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dpbf16_is_preferred_off_intel_or_when_asked() {
+        let amd = "AuthenticAMD";
+        let intel = "GenuineIntel";
+        assert!(prefer_dpbf16(Isa::Avx512Bf16, None, false, amd));
+        assert!(!prefer_dpbf16(Isa::Avx512Bf16, None, false, intel));
+        // asked for by the switch or by forcing the level
+        assert!(prefer_dpbf16(Isa::Avx512Bf16, Some("1"), false, intel));
+        assert!(prefer_dpbf16(Isa::Avx512Bf16, None, true, intel));
+        assert!(!prefer_dpbf16(Isa::Avx512Bf16, Some("0"), true, amd));
+        // AMX is above it (its own kernel); below it there is no such unit
+        assert!(prefer_dpbf16(Isa::Amx, None, false, amd));
+        assert!(!prefer_dpbf16(Isa::Avx512, Some("1"), false, amd));
+        #[cfg(target_arch = "x86_64")]
+        assert!(
+            ["GenuineIntel", "AuthenticAMD", "HygonGenuine"].contains(&vendor().as_str())
+                || !vendor().is_empty()
+        );
+    }
 
     #[test]
     fn names_round_trip() {
