@@ -178,9 +178,13 @@ pub(super) fn bench_cpu(args: &Args, py: &Path, dir: &Path) -> anyhow::Result<()
             4.0
         };
     let floor_ms = weight_bytes / (read * 1e9) * 1e3;
-    // `of peak` against the unit that ran the products: the FMAs for the f32 panels, the bf16
-    // unit for bf16, a third of AMX for the f32 mode's three-part products
-    let peak = if bf16 {
+    // `of peak` against the unit that ran the products: the FMAs for the f32 panels (also the
+    // bf16 mode's, where the bf16 unit is slower: Intel without AMX), the bf16 unit for bf16, a
+    // third of AMX for the f32 mode's three-part products
+    let on_fma = kernel.contains("(panels") || kernel.contains("(gemm");
+    let peak = if on_fma {
+        fma
+    } else if bf16 {
         unit_peak
     } else if kernel.contains("(amx") {
         unit_peak.map(|p| p / 3.0)
