@@ -14,7 +14,8 @@
 use crate::errors::raise;
 use glm5v_prep::ImageSource;
 use glm5v_reference::{
-    Batcher, BatcherOptions, Embedder, Grid, Ordered, TapSink, Tower, TowerError, VisionConfig,
+    Batcher, BatcherOptions, Embedder, Finished, Grid, Ordered, QueuedTower, TapSink, Ticket,
+    Tower, TowerError, VisionConfig,
 };
 use ndarray::{Array2, ArrayView2};
 use numpy::{PyArray1, PyArrayMethods};
@@ -45,6 +46,10 @@ fn pooled<R: Send>(
 }
 
 impl Tower for PoolTower {
+    fn queued(&self) -> Option<&dyn QueuedTower> {
+        // a GPU's queue, its calls run in this package's pool too
+        self.0.tower().queued().map(|_| self as &dyn QueuedTower)
+    }
     fn config(&self) -> &VisionConfig {
         self.0.config()
     }
@@ -91,6 +96,33 @@ impl Tower for PoolTower {
     ) -> Result<Array2<f32>, TowerError> {
         // the backend's own forward (the CPU's and the GPU's override the stage composition)
         pooled(&self.0, |t| t.forward(pixel_values, grid_thw, taps))
+    }
+}
+
+fn queue(t: &dyn Tower) -> Result<&dyn QueuedTower, TowerError> {
+    t.queued().ok_or_else(|| TowerError::Backend {
+        backend: "glm5v (python)".into(),
+        message: "the tower queues no forwards".into(),
+    })
+}
+
+impl QueuedTower for PoolTower {
+    fn depth(&self) -> usize {
+        self.0.tower().queued().map_or(1, |q| q.depth())
+    }
+    fn reserve(&self, rows: usize) -> Result<(), TowerError> {
+        pooled(&self.0, |t| queue(t)?.reserve(rows))
+    }
+    fn enqueue(
+        &self,
+        rows: usize,
+        grid_thw: &[Grid],
+        fill: &mut (dyn FnMut(&mut [f32]) + Send),
+    ) -> Result<Ticket, TowerError> {
+        pooled(&self.0, |t| queue(t)?.enqueue(rows, grid_thw, fill))
+    }
+    fn finish(&self, ticket: Ticket) -> Result<Finished, TowerError> {
+        pooled(&self.0, |t| queue(t)?.finish(ticket))
     }
 }
 

@@ -23,11 +23,15 @@ pub struct Finished {
     /// The device's own time for the forward (CUDA events around it), without the transfers
     /// and without the time it waited behind another forward.
     pub device: Duration,
+    /// The copy of its pixels to the device (events around it): with the fill, the time a
+    /// batch must be taken ahead of the forward before it ending.
+    pub upload: Duration,
 }
 
 /// Forwards queued on a device: pixels staged in memory the device copies from (page-locked on
 /// a GPU), uploaded, run and downloaded in order on the device while the host goes on. Up to
-/// [`depth`](Self::depth) forwards may be queued at once; each is finished, in any order, by
+/// [`depth`](Self::depth) forwards may be queued at once on the tower, whoever queued them
+/// (a batcher drives one tower from one worker); each is finished, in any order, by
 /// [`finish`](Self::finish). The rows are the bits [`Tower::forward`] gives for the same batch.
 pub trait QueuedTower: Send + Sync {
     /// Forwards that may be queued (enqueued and not yet finished) at once.
@@ -48,7 +52,7 @@ pub trait QueuedTower: Send + Sync {
         &self,
         rows: usize,
         grid_thw: &[Grid],
-        fill: &mut dyn FnMut(&mut [f32]),
+        fill: &mut (dyn FnMut(&mut [f32]) + Send),
     ) -> Result<Ticket, TowerError>;
     /// Waits for a queued forward; its embeddings. A ticket is finished once.
     fn finish(&self, ticket: Ticket) -> Result<Finished, TowerError>;

@@ -370,7 +370,7 @@ impl QueuedTower for QueuedCpu {
         &self,
         rows: usize,
         grids: &[Grid],
-        fill: &mut dyn FnMut(&mut [f32]),
+        fill: &mut (dyn FnMut(&mut [f32]) + Send),
     ) -> Result<Ticket, TowerError> {
         let mut jobs = self.jobs.lock().unwrap();
         assert!(jobs.len() < 2, "the batcher queued more than the depth");
@@ -401,6 +401,7 @@ impl QueuedTower for QueuedCpu {
         Ok(Finished {
             embeddings,
             device: started.elapsed().max(Duration::from_nanos(1)),
+            upload: Duration::ZERO,
         })
     }
 }

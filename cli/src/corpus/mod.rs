@@ -97,18 +97,26 @@ impl Tally {
     }
 }
 
+/// The corpus stream: results in input order, at most `forwards` forwards' worth of inputs
+/// between the oldest not yet written and the newest submitted.
 fn stream<'b>(
     batcher: &'b Batcher,
     inputs: &'b [String],
     batch_tokens: usize,
+    forwards: usize,
 ) -> Ordered<'b, impl Iterator<Item = ImageSource> + 'b> {
     Ordered::new(
         batcher,
         inputs.iter().map(|a| ImageSource::from_arg(a)),
-        // a forward running, the next queued behind it (a GPU) and the one after decoding
-        batch_tokens.saturating_mul(3),
+        batch_tokens.saturating_mul(forwards),
         4096,
     )
+}
+
+/// Forwards' worth of inputs a corpus run holds: one running and the next decoding, and on a
+/// GPU (whose worker queues two forwards) one more queued behind the running one.
+fn window_forwards(backend: &str) -> usize {
+    if backend == "gpu" { 3 } else { 2 }
 }
 
 /// The device time of every forward so far, summed over the workers (nanoseconds): GPU towers
@@ -204,7 +212,8 @@ pub fn to_parquet(
         tokens: 0,
         start: Instant::now(),
     };
-    for item in stream(&batcher, &todo, args.batch_tokens) {
+    let forwards = window_forwards(&info.backend);
+    for item in stream(&batcher, &todo, args.batch_tokens, forwards) {
         let input = todo[item.index].clone();
         let error = describe_error(&item);
         let plan_grid = item.plan.as_ref().map(|p| p.grid_thw);
@@ -287,7 +296,8 @@ pub fn to_safetensors(
     let mut grids: Vec<i64> = Vec::new();
     let mut items = Vec::new();
     let mut offset = 0;
-    for item in stream(&batcher, &inputs, args.batch_tokens) {
+    let forwards = window_forwards(&info.backend);
+    for item in stream(&batcher, &inputs, args.batch_tokens, forwards) {
         let name = crate::inputs::short_arg(&inputs[item.index]);
         // the decoders' errors name their input; the others do not
         let o = item.result.map_err(|e| match e {

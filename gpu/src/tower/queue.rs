@@ -82,21 +82,23 @@ impl Drop for Pinned {
     }
 }
 
-/// A buffer at least `len` long: `buf` itself, or a new one `grow` makes (the next power of
-/// two, so that a batch larger than [`QueuedTower::reserve`] set aside reallocates once or
-/// twice, not at each larger one: a page-locked allocation of a few hundred MB costs tens of
-/// ms or more, a device one a sync).
+/// A buffer at least `len` long: `buf` itself, or a new one `grow` makes: the first exactly
+/// `len` long (what [`QueuedTower::reserve`] sets aside), a replacement the next power of two,
+/// so that batches past the reservation reallocate once or twice, not at each larger one (a
+/// page-locked allocation of a few hundred MB costs tens of ms or more, a device one a sync).
 fn at_least<T>(
     buf: &mut Option<T>,
     len: usize,
     have: impl Fn(&T) -> usize,
     grow: impl FnOnce(usize) -> Result<T, GpuError>,
 ) -> Result<bool, GpuError> {
-    if buf.as_ref().is_some_and(|b| have(b) >= len) {
-        return Ok(false);
-    }
+    let size = match buf.as_ref() {
+        Some(b) if have(b) >= len => return Ok(false),
+        Some(_) => len.next_power_of_two(),
+        None => len,
+    };
     *buf = None; // free the old one first
-    *buf = Some(grow(len.next_power_of_two())?);
+    *buf = Some(grow(size)?);
     Ok(true)
 }
 
@@ -115,8 +117,9 @@ struct Slot {
     host_out: Option<Pinned>,
     dev_in: Option<DBuf>,
     dev_out: Option<DBuf>,
-    /// Recorded on the upload stream after the pixels' copy; on the tower's stream around the
-    /// forward (timing) and after it; on the download stream after the embeddings' copy.
+    /// Recorded on the upload stream around the pixels' copy (timing); on the tower's stream
+    /// around the forward (timing); on the download stream after the embeddings' copy.
+    upload_began: CudaEvent,
     uploaded: CudaEvent,
     began: CudaEvent,
     computed: CudaEvent,
@@ -150,7 +153,8 @@ impl Queue {
                 host_out: None,
                 dev_in: None,
                 dev_out: None,
-                uploaded: event(F::CU_EVENT_DISABLE_TIMING)?,
+                upload_began: event(F::CU_EVENT_DEFAULT)?,
+                uploaded: event(F::CU_EVENT_DEFAULT)?,
                 began: event(F::CU_EVENT_DEFAULT)?,
                 computed: event(F::CU_EVENT_DEFAULT)?,
                 // the worker sleeps on it instead of spinning a core for a whole forward
@@ -223,6 +227,12 @@ impl GpuTower {
 
     /// The slot's staging and device buffers, grown to hold a batch of `rows` patch rows.
     fn slot_buffers(&self, slot: &mut Slot, rows: usize) -> Result<(), GpuError> {
+        // A free slot's copies are done (its last forward was finished, or failed before its
+        // job was kept: then wait for what it queued before reusing or freeing its memory).
+        for (e, what) in [(&slot.uploaded, "upload"), (&slot.downloaded, "download")] {
+            e.synchronize()
+                .map_err(|e| GpuError::cuda(format!("queued {what} (event synchronize)"), e))?;
+        }
         let dev = &self.dev;
         let (p, o) = (self.cfg.patch_dim(), self.cfg.out_hidden_size);
         let g = rows / self.cfg.merge_unit();
@@ -276,7 +286,7 @@ impl GpuTower {
         &self,
         rows: usize,
         grids: &[Grid],
-        fill: &mut dyn FnMut(&mut [f32]),
+        fill: &mut (dyn FnMut(&mut [f32]) + Send),
     ) -> Result<Ticket, GpuError> {
         let cfg = &self.cfg;
         let p = cfg.patch_dim();
@@ -301,12 +311,6 @@ impl GpuTower {
                 ))
             })?;
         let slot = &mut q.slots[s];
-        // A free slot's copies are done (its last forward was finished, or failed before its
-        // job was kept: then wait for what it queued before reusing its memory).
-        for (e, what) in [(&slot.uploaded, "upload"), (&slot.downloaded, "download")] {
-            e.synchronize()
-                .map_err(|e| GpuError::cuda(format!("queued {what} (event synchronize)"), e))?;
-        }
         let log = Log::start();
         self.slot_buffers(slot, rows)?;
         let t_alloc = log.lap();
@@ -316,6 +320,9 @@ impl GpuTower {
         let dev_in = slot.dev_in.as_ref().expect("allocated above");
         let dev_out = slot.dev_out.as_ref().expect("allocated above");
         let src = host_in.slice(rows * p);
+        slot.upload_began
+            .record(&q.up)
+            .map_err(|e| GpuError::cuda("cuEventRecord", e))?;
         // SAFETY: page-locked source of exactly the copied length, a device buffer at least as
         // long; the slot is not reused before `finish` has waited for this copy's stream.
         unsafe {
@@ -355,6 +362,26 @@ impl GpuTower {
                     Some((out, geo))
                 }
             };
+            // still under the tower's lock: no other thread's graph capture on the tower's
+            // stream may take in this event, nor the download stream that waits on it
+            slot.computed
+                .record(stream)
+                .map_err(|e| GpuError::cuda("cuEventRecord", e))?;
+            q.down
+                .wait(&slot.computed)
+                .map_err(|e| GpuError::cuda("cuStreamWaitEvent", e))?;
+            let from = plain.as_ref().map_or(dev_out.ptr, |(out, _)| out.ptr);
+            let host_out = slot.host_out.as_mut().expect("allocated above");
+            // SAFETY: `g * o` f32 into page-locked memory of at least that length, from a
+            // device buffer of at least that length kept alive (in `plain` or the slot) until
+            // `finish`.
+            unsafe {
+                result::memcpy_dtoh_async(host_out.slice_mut(g * o), from, q.down.cu_stream())
+                    .map_err(|e| GpuError::cuda("cuMemcpyDtoHAsync (queued embeddings)", e))?;
+            }
+            slot.downloaded
+                .record(&q.down)
+                .map_err(|e| GpuError::cuda("cuEventRecord", e))?;
             log.line(|| {
                 format!(
                     "enqueue {ticket:?}: {rows} rows, {} grids, {}: buffers {t_alloc:.1} ms, \
@@ -366,23 +393,6 @@ impl GpuTower {
             });
             plain
         };
-        slot.computed
-            .record(stream)
-            .map_err(|e| GpuError::cuda("cuEventRecord", e))?;
-        q.down
-            .wait(&slot.computed)
-            .map_err(|e| GpuError::cuda("cuStreamWaitEvent", e))?;
-        let from = plain.as_ref().map_or(dev_out.ptr, |(out, _)| out.ptr);
-        let host_out = slot.host_out.as_mut().expect("allocated above");
-        // SAFETY: `g * o` f32 into page-locked memory of at least that length, from a device
-        // buffer of at least that length kept alive (in `plain` or the slot) until `finish`.
-        unsafe {
-            result::memcpy_dtoh_async(host_out.slice_mut(g * o), from, q.down.cu_stream())
-                .map_err(|e| GpuError::cuda("cuMemcpyDtoHAsync (queued embeddings)", e))?;
-        }
-        slot.downloaded
-            .record(&q.down)
-            .map_err(|e| GpuError::cuda("cuEventRecord", e))?;
         slot.job = Some(Job { ticket, g, plain });
         Ok(ticket)
     }
@@ -407,10 +417,13 @@ impl GpuTower {
             .synchronize()
             .map_err(|e| GpuError::cuda("queued forward (event synchronize)", e))?;
         let t_wait = log.lap();
-        let device = slot
-            .began
-            .elapsed_ms(&slot.computed)
-            .map_err(|e| GpuError::cuda("cuEventElapsedTime", e))?;
+        let elapsed = |a: &CudaEvent, b: &CudaEvent| {
+            a.elapsed_ms(b)
+                .map(|ms| Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
+                .map_err(|e| GpuError::cuda("cuEventElapsedTime", e))
+        };
+        let device = elapsed(&slot.began, &slot.computed)?;
+        let upload = elapsed(&slot.upload_began, &slot.uploaded)?;
         let n = job.g * o;
         let src = slot.host_out.as_ref().expect("staged").slice(n);
         let mut v = vec![0f32; n];
@@ -421,16 +434,24 @@ impl GpuTower {
                 .zip(src.par_chunks(PIECE))
                 .for_each(|(d, s)| d.copy_from_slice(s));
         }
-        drop(job.plain); // freed in the tower's stream order, after the download waited on it
+        // freed in the tower's stream order (after the download waited on it), under the
+        // tower's lock like every other call on its stream
+        {
+            let _tower = self.guard();
+            drop(job.plain);
+        }
         log.line(|| {
             format!(
-                "finish {ticket:?}: waited {t_wait:.1} ms, device {device:.1} ms, copy out {:.1} ms",
+                "finish {ticket:?}: waited {t_wait:.1} ms, device {:.1} ms, upload {:.1} ms, copy out {:.1} ms",
+                device.as_secs_f64() * 1e3,
+                upload.as_secs_f64() * 1e3,
                 log.lap()
             )
         });
         Ok(Finished {
             embeddings: Array2::from_shape_vec((job.g, o), v).expect("sizes match"),
-            device: Duration::from_secs_f64(f64::from(device.max(0.0)) / 1e3),
+            device,
+            upload,
         })
     }
 }
@@ -448,7 +469,7 @@ impl QueuedTower for GpuTower {
         &self,
         rows: usize,
         grid_thw: &[Grid],
-        fill: &mut dyn FnMut(&mut [f32]),
+        fill: &mut (dyn FnMut(&mut [f32]) + Send),
     ) -> Result<Ticket, TowerError> {
         Ok(self.enqueue_gpu(rows, grid_thw, fill)?)
     }

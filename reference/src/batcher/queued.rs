@@ -26,16 +26,17 @@ struct InFlight {
     live: Vec<Decoded>,
     grids: Vec<Grid>,
     tokens: usize,
-    /// When its gather began, and how long gather and enqueue took.
+    /// When its gather began, and how long the gather took.
     started: Instant,
     gather: Duration,
-    staged: Duration,
     /// When the device is expected to be done with it.
     expected_end: Instant,
 }
 
-/// What the finished forwards taught: the device's seconds per merged token, and the host's
-/// seconds to stage a batch (gather and enqueue), as moving averages.
+/// What the finished forwards taught: the device's seconds per merged token, and the seconds to
+/// stage a batch (the host's gather into the staging memory, then the upload), as moving
+/// averages. Not the enqueue's wall time: a forward without a CUDA graph waits there for the
+/// one before it (its geometry's uploads), which is no staging time.
 #[derive(Debug, Default, Clone, Copy)]
 struct Pace {
     device_per_token: Option<f64>,
@@ -196,7 +197,6 @@ fn enqueue(
         };
         catch_unwind(AssertUnwindSafe(|| queue.enqueue(rows, &grids, &mut fill)))
     };
-    let staged = started.elapsed();
     match result {
         Ok(Ok(ticket)) => {
             let now = Instant::now();
@@ -208,7 +208,6 @@ fn enqueue(
                 tokens,
                 started,
                 gather,
-                staged,
                 expected_end: begins + pace.device(tokens),
             })
         }
@@ -237,7 +236,7 @@ fn finish(
     }));
     match result {
         Ok(Ok(done)) => {
-            pace.learn(f.tokens, done.device, f.staged);
+            pace.learn(f.tokens, done.device, f.gather + done.upload);
             let items = crate::embedder::spans(embedder.config(), &f.grids);
             let ran = Ran {
                 started: f.started,
@@ -264,7 +263,6 @@ mod tests {
             tokens: 0,
             started,
             gather: Duration::ZERO,
-            staged: Duration::ZERO,
             expected_end,
         }
     }

@@ -148,12 +148,14 @@ pub fn dpbf16_preferred() -> bool {
             .ok()
             .and_then(|s| Isa::parse(&s))
             == Some(Isa::Avx512Bf16);
-        prefer_dpbf16(
-            isa(),
-            std::env::var("GLM5V_CPU_DPBF16").ok().as_deref(),
-            forced_level,
-            &vendor(),
-        )
+        let switch = std::env::var("GLM5V_CPU_DPBF16").ok();
+        if let Some(v) = switch
+            .as_deref()
+            .filter(|v| !["0", "1"].contains(&v.trim()))
+        {
+            eprintln!("glm5v: GLM5V_CPU_DPBF16={v} is neither 1 nor 0; deciding by the CPU");
+        }
+        prefer_dpbf16(isa(), switch.as_deref(), forced_level, &vendor())
     })
 }
 
