@@ -616,6 +616,14 @@ impl Dev {
         .map_err(|e| GpuError::cuda("cuMemcpyDtoDAsync", e))
     }
 
+    /// Makes the device's context current on this thread (raw driver calls that name no
+    /// context, from a thread that may not have used this device yet).
+    pub fn bind(&self) -> Result<(), GpuError> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| GpuError::cuda("cuCtxSetCurrent", e))
+    }
+
     /// Waits for the stream; reports any asynchronous error of earlier launches.
     pub fn sync(&self, op: &str) -> Result<(), GpuError> {
         self.stream

@@ -166,15 +166,31 @@ fn worst_tap(label: &str, want: &TapMap, got: &TapMap) -> f64 {
     worst
 }
 
-/// A random small tower (seed printed), pixels for `grids` and the CPU reference's taps.
-fn reference_case(grids: &[Grid]) -> (TowerWeights<f32>, Array2<f32>, TapMap) {
+/// The small config, a generator from a fresh seed (printed, so a failure can be rerun) and
+/// random weights drawn from it.
+fn random_case() -> (VisionConfig, rand_chacha::ChaCha8Rng, TowerWeights<f32>) {
     let cfg = small_cfg();
     let seed: u64 = rand::rng().random();
     println!("seed {seed}");
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let weights = random_weights(&cfg, &mut rng);
+    (cfg, rng, weights)
+}
+
+/// Random pixel rows for `grids`, in the range of upstream's normalised values.
+fn random_pixels(
+    rng: &mut rand_chacha::ChaCha8Rng,
+    cfg: &VisionConfig,
+    grids: &[Grid],
+) -> Array2<f32> {
     let n: usize = grids.iter().map(|g| g[0] * g[1] * g[2]).sum();
-    let px = Array2::from_shape_fn((n, cfg.patch_dim()), |_| rng.random_range(-1.8f32..2.1));
+    Array2::from_shape_fn((n, cfg.patch_dim()), |_| rng.random_range(-1.8f32..2.1))
+}
+
+/// A random small tower (seed printed), pixels for `grids` and the CPU reference's taps.
+fn reference_case(grids: &[Grid]) -> (TowerWeights<f32>, Array2<f32>, TapMap) {
+    let (cfg, mut rng, weights) = random_case();
+    let px = random_pixels(&mut rng, &cfg, grids);
     let cpu = CpuTower::new(weights.clone());
     let mut want = TapMap::new(TapFilter::all());
     cpu.forward(px.view(), grids, Some(&mut want)).unwrap();
@@ -259,18 +275,10 @@ fn packings_are_batch_invariant() {
         [2, 4, 4],
         [1, 8, 6],
     ];
-    let cfg = small_cfg();
-    let seed: u64 = rand::rng().random();
-    println!("seed {seed}");
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let weights = random_weights(&cfg, &mut rng);
+    let (cfg, mut rng, weights) = random_case();
     let pix: Vec<Array2<f32>> = grids
         .iter()
-        .map(|g| {
-            Array2::from_shape_fn((g[0] * g[1] * g[2], cfg.patch_dim()), |_| {
-                rng.random_range(-1.8f32..2.1)
-            })
-        })
+        .map(|g| random_pixels(&mut rng, &cfg, std::slice::from_ref(g)))
         .collect();
     let mut orders: Vec<Vec<usize>> =
         vec![(0..grids.len()).collect(), (0..grids.len()).rev().collect()];
@@ -334,26 +342,19 @@ fn graphs_match_plain_forward() {
         println!("skipped: no CUDA device");
         return;
     }
-    let cfg = small_cfg();
-    let seed: u64 = rand::rng().random();
-    println!("seed {seed}");
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let weights = random_weights(&cfg, &mut rng);
+    let (cfg, mut rng, weights) = random_case();
     let layouts: Vec<Vec<Grid>> = vec![
         vec![[1, 4, 4]],
         vec![[1, 8, 6], [1, 32, 32], [2, 4, 4]],
         vec![[1, 32, 32]],
     ];
-    let pixels = |rng: &mut rand_chacha::ChaCha8Rng, gs: &[Grid]| {
-        let n: usize = gs.iter().map(|g| g[0] * g[1] * g[2]).sum();
-        Array2::from_shape_fn((n, cfg.patch_dim()), |_| rng.random_range(-1.8f32..2.1))
-    };
     let bits = |a: &Array2<f32>| a.iter().map(|v| v.to_bits()).collect::<Vec<u32>>();
     for precision in [Precision::F32, Precision::Bf16] {
         let gpu = GpuTower::from_weights(&weights, GpuOptions::new(precision)).unwrap();
         let p = precision.name();
         for gs in &layouts {
-            let inputs: Vec<Array2<f32>> = (0..4).map(|_| pixels(&mut rng, gs)).collect();
+            let inputs: Vec<Array2<f32>> =
+                (0..4).map(|_| random_pixels(&mut rng, &cfg, gs)).collect();
             gpu.set_graph_limits(GraphLimits {
                 entries: 0,
                 tokens: 0,
@@ -392,7 +393,8 @@ fn graphs_match_plain_forward() {
         });
         for gs in layouts.iter().chain(&layouts) {
             for _ in 0..2 {
-                gpu.forward(pixels(&mut rng, gs).view(), gs, None).unwrap();
+                gpu.forward(random_pixels(&mut rng, &cfg, gs).view(), gs, None)
+                    .unwrap();
             }
         }
         let s = gpu.graph_stats();
@@ -421,11 +423,7 @@ fn queued_forward_matches_forward() {
         println!("skipped: no CUDA device");
         return;
     }
-    let cfg = small_cfg();
-    let seed: u64 = rand::rng().random();
-    println!("seed {seed}");
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let weights = random_weights(&cfg, &mut rng);
+    let (cfg, mut rng, weights) = random_case();
     let a: Vec<Grid> = vec![[1, 8, 6], [1, 4, 4]];
     let b: Vec<Grid> = vec![[1, 32, 32]];
     let c: Vec<Grid> = vec![[1, 32, 32], [2, 8, 8], [1, 16, 12]];
@@ -439,10 +437,7 @@ fn queued_forward_matches_forward() {
         assert_eq!(q.depth(), 2);
         let inputs: Vec<Array2<f32>> = layouts
             .iter()
-            .map(|gs| {
-                let n: usize = gs.iter().map(|g| g[0] * g[1] * g[2]).sum();
-                Array2::from_shape_fn((n, cfg.patch_dim()), |_| rng.random_range(-1.8f32..2.1))
-            })
+            .map(|gs| random_pixels(&mut rng, &cfg, gs))
             .collect();
         let enqueue = |k: usize| {
             let x = &inputs[k];
@@ -498,24 +493,17 @@ fn a_raised_head_stride_keeps_the_bits() {
         println!("skipped: no CUDA device");
         return;
     }
-    let cfg = small_cfg();
-    let seed: u64 = rand::rng().random();
-    println!("seed {seed}");
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let weights = random_weights(&cfg, &mut rng);
+    let (cfg, mut rng, weights) = random_case();
     let gpu = GpuTower::from_weights(&weights, GpuOptions::new(Precision::Bf16)).unwrap();
     gpu.set_graph_limits(GraphLimits {
         entries: 0,
         tokens: 0,
     });
-    let pixels = |rng: &mut rand_chacha::ChaCha8Rng, n: usize| {
-        Array2::from_shape_fn((n, cfg.patch_dim()), |_| rng.random_range(-1.8f32..2.1))
-    };
     let small: Vec<Grid> = vec![[1, 8, 6], [1, 16, 16]];
-    let x = pixels(&mut rng, 48 + 256);
+    let x = random_pixels(&mut rng, &cfg, &small);
     let before = gpu.forward(x.view(), &small, None).unwrap();
     let big: Vec<Grid> = vec![[1, 64, 72], [1, 8, 8]];
-    let y = pixels(&mut rng, 64 * 72 + 64);
+    let y = random_pixels(&mut rng, &cfg, &big);
     gpu.forward(y.view(), &big, None).unwrap();
     let after = gpu.forward(x.view(), &small, None).unwrap();
     let differ = before

@@ -113,10 +113,16 @@ fn stream<'b>(
     )
 }
 
-/// Forwards' worth of inputs a corpus run holds: one running and the next decoding, and on a
-/// GPU (whose worker queues two forwards) one more queued behind the running one.
-fn window_forwards(backend: &str) -> usize {
-    if backend == "gpu" { 3 } else { 2 }
+/// Forwards' worth of inputs a corpus run holds: those a worker keeps queued on its device
+/// (two on a GPU: one running, one behind it; one, the forward itself, on the CPU) and the next
+/// one decoding.
+fn window_forwards(embedders: &[Embedder]) -> usize {
+    let queued = embedders
+        .iter()
+        .map(|e| e.tower().queued().map_or(1, |q| q.depth()))
+        .max()
+        .unwrap_or(1);
+    queued + 1
 }
 
 /// The device time of every forward so far, summed over the workers (nanoseconds): GPU towers
@@ -204,6 +210,7 @@ pub fn to_parquet(
     }
     let skipped = given - todo.len();
     let device = DeviceTime::default();
+    let forwards = window_forwards(&embedders);
     let batcher = batcher(embedders, args, &info.backend, device.clone())?;
     let bar = progress(todo.len(), args.quiet);
     let mut t = Tally {
@@ -212,7 +219,6 @@ pub fn to_parquet(
         tokens: 0,
         start: Instant::now(),
     };
-    let forwards = window_forwards(&info.backend);
     for item in stream(&batcher, &todo, args.batch_tokens, forwards) {
         let input = todo[item.index].clone();
         let error = describe_error(&item);
@@ -289,6 +295,7 @@ pub fn to_safetensors(
 ) -> Result<()> {
     crate::out::check_dir(out)?;
     let hidden = embedders[0].config().out_hidden_size;
+    let forwards = window_forwards(&embedders);
     let batcher = batcher(embedders, args, &info.backend, DeviceTime::default())?;
     let bar = progress(inputs.len(), args.quiet);
     let start = Instant::now();
@@ -296,7 +303,6 @@ pub fn to_safetensors(
     let mut grids: Vec<i64> = Vec::new();
     let mut items = Vec::new();
     let mut offset = 0;
-    let forwards = window_forwards(&info.backend);
     for item in stream(&batcher, &inputs, args.batch_tokens, forwards) {
         let name = crate::inputs::short_arg(&inputs[item.index]);
         // the decoders' errors name their input; the others do not

@@ -269,10 +269,7 @@ impl GpuTower {
     }
 
     fn reserve_gpu(&self, rows: usize) -> Result<(), GpuError> {
-        self.dev
-            .ctx
-            .bind_to_thread()
-            .map_err(|e| GpuError::cuda("cuCtxSetCurrent", e))?;
+        self.dev.bind()?;
         let mut q = self.queue_guard();
         let log = Log::start();
         for slot in q.slots.iter_mut().filter(|s| s.job.is_none()) {
@@ -294,9 +291,7 @@ impl GpuTower {
         let (o, g) = (cfg.out_hidden_size, rows / cfg.merge_unit());
         let dev = &self.dev;
         // the raw copies below name no context: the batcher's thread must have this one current
-        dev.ctx
-            .bind_to_thread()
-            .map_err(|e| GpuError::cuda("cuCtxSetCurrent", e))?;
+        dev.bind()?;
         let mut q = self.queue_guard();
         let ticket = Ticket(q.next);
         q.next += 1;
@@ -399,10 +394,7 @@ impl GpuTower {
 
     fn finish_gpu(&self, ticket: Ticket) -> Result<Finished, GpuError> {
         let o = self.cfg.out_hidden_size;
-        self.dev
-            .ctx
-            .bind_to_thread()
-            .map_err(|e| GpuError::cuda("cuCtxSetCurrent", e))?;
+        self.dev.bind()?;
         let mut q = self.queue_guard();
         let slot = q
             .slots

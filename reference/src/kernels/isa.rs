@@ -80,6 +80,8 @@ pub struct IsaChoice {
     pub hardware: Isa,
     /// A problem with `GLM5V_CPU_ISA` (unknown name, or a level above the hardware), if any.
     pub warning: Option<String>,
+    /// Whether `GLM5V_CPU_ISA` chose the level (a level it names and the hardware has).
+    pub forced: bool,
 }
 
 static CHOICE: OnceLock<IsaChoice> = OnceLock::new();
@@ -106,8 +108,8 @@ pub fn choice() -> &'static IsaChoice {
 
 /// The level for `hardware` and the value of `GLM5V_CPU_ISA` (`None`: unset).
 pub fn decide(hardware: Isa, forced: Option<&str>) -> IsaChoice {
-    let (isa, warning) = match forced.map(str::trim).filter(|s| !s.is_empty()) {
-        None => (hardware, None),
+    let (isa, warning, forced) = match forced.map(str::trim).filter(|s| !s.is_empty()) {
+        None => (hardware, None, false),
         Some(s) => match Isa::parse(s) {
             None => (
                 hardware,
@@ -115,20 +117,23 @@ pub fn decide(hardware: Isa, forced: Option<&str>) -> IsaChoice {
                     "GLM5V_CPU_ISA={s} is not one of generic, avx2, avx512, avx512-bf16, amx; \
                      using {hardware}"
                 )),
+                false,
             ),
             Some(want) if want > hardware => (
                 hardware,
                 Some(format!(
                     "GLM5V_CPU_ISA={s}: this CPU (or its kernel) runs at most {hardware}; using it"
                 )),
+                false,
             ),
-            Some(want) => (want, None),
+            Some(want) => (want, None, true),
         },
     };
     IsaChoice {
         isa,
         hardware,
         warning,
+        forced,
     }
 }
 
@@ -144,10 +149,8 @@ pub fn decide(hardware: Isa, forced: Option<&str>) -> IsaChoice {
 pub fn dpbf16_preferred() -> bool {
     static PREFERRED: OnceLock<bool> = OnceLock::new();
     *PREFERRED.get_or_init(|| {
-        let forced_level = std::env::var("GLM5V_CPU_ISA")
-            .ok()
-            .and_then(|s| Isa::parse(&s))
-            == Some(Isa::Avx512Bf16);
+        let c = choice();
+        let forced_level = c.forced && c.isa == Isa::Avx512Bf16;
         let switch = std::env::var("GLM5V_CPU_DPBF16").ok();
         if let Some(v) = switch
             .as_deref()
@@ -155,7 +158,7 @@ pub fn dpbf16_preferred() -> bool {
         {
             eprintln!("glm5v: GLM5V_CPU_DPBF16={v} is neither 1 nor 0; deciding by the CPU");
         }
-        prefer_dpbf16(isa(), switch.as_deref(), forced_level, &vendor())
+        prefer_dpbf16(c.isa, switch.as_deref(), forced_level, &vendor())
     })
 }
 
@@ -297,6 +300,11 @@ mod tests {
         assert_eq!((c.isa, c.warning), (Isa::Generic, None));
         let c = decide(Isa::Amx, Some(""));
         assert_eq!((c.isa, c.warning), (Isa::Amx, None));
+        // `forced`: only a level it names and the hardware has
+        assert!(decide(Isa::Amx, Some("avx512-bf16")).forced);
+        assert!(!decide(Isa::Avx512, Some("amx")).forced);
+        assert!(!decide(Isa::Amx, Some("fast")).forced);
+        assert!(!decide(Isa::Amx, None).forced);
     }
 
     /// On a CPU that lists AMX, the process gets the tile state (the CI machines do).
