@@ -241,12 +241,16 @@ impl Cudnn {
             return Ok(p.clone());
         }
         let t0 = std::time::Instant::now();
-        let mut cands = self.candidates(s)?;
         let flop = 4.0 * (s.batch * s.heads * s.head_dim) as f64 * (s.len as f64).powi(2);
-        let tune = cands.len() > 1
-            && flop >= TUNE_MIN_FLOP
+        // Finalizing a plan can compile its kernel (cuDNN builds some engines at run time):
+        // every candidate only when they are to be timed, else the first that finalizes.
+        let timed = flop >= TUNE_MIN_FLOP
             && self.tune.load(std::sync::atomic::Ordering::Relaxed)
             && std::env::var("GLM5V_CUDNN_TUNE").as_deref() != Ok("0");
+        let all = timed || std::env::var("GLM5V_CUDNN_FINALIZE_ALL").as_deref() == Ok("1");
+        let (mut cands, offered) = self.candidates(s, all)?;
+        let finalized = cands.len();
+        let tune = timed && cands.len() > 1;
         let mut note = String::new();
         let (pick, times) = if tune {
             // A failed timing (say, no memory for the scratch buffers) costs only the choice.
@@ -267,8 +271,8 @@ impl Cudnn {
         };
         let p = Arc::new(cands.swap_remove(pick));
         let timed: Vec<String> = times.iter().map(|t| format!("{t:.3}")).collect();
-        self.log.lock().unwrap_or_else(|e| e.into_inner()).push(format!(
-            "{} x {} tokens x {} heads ({}): engine {} (candidate {pick}{}{note}), planned in {:.2} s",
+        let line = format!(
+            "{} x {} tokens x {} heads ({}): engine {} (candidate {pick}{}{note}; {finalized} of {offered} offered finalized), planned in {:.2} s",
             s.batch,
             s.len,
             s.heads,
@@ -280,7 +284,14 @@ impl Cudnn {
                 format!(" of ms [{}]", timed.join(", "))
             },
             t0.elapsed().as_secs_f64()
-        ));
+        );
+        if std::env::var("GLM5V_CUDNN_LOG").as_deref() == Ok("1") {
+            eprintln!("glm5v: cuDNN plan: {line}");
+        }
+        self.log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(line);
         cache.insert(s, p.clone());
         Ok(p)
     }
@@ -337,8 +348,9 @@ impl Cudnn {
         Ok(times)
     }
 
-    /// Every execution plan cuDNN's heuristics offer for `s` that finalizes, best guess first.
-    fn candidates(&self, s: SdpaShape) -> Result<Vec<Plan>, GpuError> {
+    /// The execution plans cuDNN's heuristics offer for `s` that finalize, best guess first:
+    /// all of them with `all`, else the first; and how many were offered.
+    fn candidates(&self, s: SdpaShape, all: bool) -> Result<(Vec<Plan>, usize), GpuError> {
         let (b, l, n, h, d) = (
             s.batch as i64,
             s.len as i64,
@@ -444,11 +456,14 @@ impl Cudnn {
                 workspace: ws.max(0) as usize,
                 engine,
             });
+            if !all {
+                break;
+            }
         }
         if plans.is_empty() {
             Err(last)
         } else {
-            Ok(plans)
+            Ok((plans, got.max(0) as usize))
         }
     }
 

@@ -421,7 +421,10 @@ impl Dev {
             // a timed choice of engine could differ from process to process
             c.set_tune(!batch_invariant);
         }
-        let cudnn_min_len = if cudnn_forced || (batch_invariant && cudnn.is_some()) {
+        // The path of each segment follows from its length alone (the batch-invariant mode
+        // included): cuDNN from this many tokens, our kernels below, which also spares a plan
+        // (and its build time) for every short length.
+        let cudnn_min_len = if cudnn_forced {
             1
         } else {
             crate::env::usize_var("GLM5V_GPU_CUDNN_MIN_LEN", CUDNN_MIN_LEN, 1)?

@@ -225,8 +225,8 @@ fn gpu_matches_reference() {
 }
 
 /// cuDNN's fused attention (taken for segments of >= 1024 tokens when libcudnn loads) against the
-/// CPU reference: two runs of equal segments (four of 1024 tokens: two images and a two-frame
-/// video; then one of 1536).
+/// CPU reference: runs of equal segments (1024 tokens: two images and a two-frame video; one of
+/// 1536) with a 48-token image between them, which our kernel takes in the same forward.
 #[test]
 fn cudnn_attention_matches_reference() {
     if device_available().is_err() {
@@ -237,12 +237,21 @@ fn cudnn_attention_matches_reference() {
         println!("skipped: libcudnn not found (put its directory on LD_LIBRARY_PATH)");
         return;
     }
-    let grids = [[1, 32, 32], [1, 32, 32], [2, 32, 32], [1, 32, 48]];
+    let grids = [
+        [1, 32, 32],
+        [1, 32, 32],
+        [1, 8, 6],
+        [2, 32, 32],
+        [1, 32, 48],
+    ];
     let (weights, px, want) = reference_case(&grids);
     let gpu = GpuTower::from_weights(&weights, GpuOptions::new(Precision::Bf16)).unwrap();
     let engine = gpu.attention_engine(&grids).unwrap();
     println!("attention: {engine}");
-    assert!(engine.starts_with("cudnn"), "cuDNN not taken: {engine}");
+    assert!(
+        engine.starts_with("cudnn") && engine.contains("for segments under 1024 tokens"),
+        "cuDNN and our kernel not both taken: {engine}"
+    );
     let mut got = TapMap::new(TapFilter::all());
     gpu.forward(px.view(), &grids, Some(&mut got)).unwrap();
     for line in gpu.attention_log() {
@@ -254,8 +263,9 @@ fn cudnn_attention_matches_reference() {
 
 /// Batch invariance (the default mode): each image's output rows are the same bits computed
 /// alone or packed with others in any order, in f32 and bf16; the images include equal sizes
-/// (which the fast mode would batch into one cuDNN call), a segment of 1024 tokens and ones
-/// shorter than a query tile.
+/// (which the fast mode would batch into one cuDNN call), segments of 1024 tokens (cuDNN's,
+/// where it loads) and ones shorter than a query tile (our kernel's), so most packings run
+/// both paths in one forward.
 #[test]
 fn packings_are_batch_invariant() {
     if device_available().is_err() {
@@ -499,7 +509,8 @@ fn a_raised_head_stride_keeps_the_bits() {
         entries: 0,
         tokens: 0,
     });
-    let small: Vec<Grid> = vec![[1, 8, 6], [1, 16, 16]];
+    // a 1024-token image (cuDNN, which reads at the stride) beside a short one (our kernel)
+    let small: Vec<Grid> = vec![[1, 8, 6], [1, 32, 32]];
     let x = random_pixels(&mut rng, &cfg, &small);
     let before = gpu.forward(x.view(), &small, None).unwrap();
     let big: Vec<Grid> = vec![[1, 64, 72], [1, 8, 8]];

@@ -17,12 +17,11 @@ pub(super) struct Geo {
     pub(super) sin: DBuf,
     pub(super) tiles: DBuf,
     pub(super) ntiles: usize,
-    /// Runs of consecutive equal-length segments (one cuDNN call each).
+    /// Runs of consecutive equal-length segments that cuDNN takes (one call each; every run
+    /// has a plan); the other segments are `tiles` for our kernels.
     pub(super) runs: Vec<Run>,
-    /// Attention through cuDNN (every run has a plan); else our kernels over `tiles`.
-    pub(super) dnn: bool,
-    /// Tokens per head in q, k, v (head-major [H, stride, hd]): [`head_stride`] of n for
-    /// cuDNN, n for our kernels.
+    /// Tokens per head in q, k, v (head-major [H, stride, hd]): [`head_stride`] of n when
+    /// cuDNN takes a run, else n (our kernels read at any stride).
     pub(super) stride: usize,
     /// cuDNN's workspace (when its plans ask for one) and its half output [N, D].
     pub(super) dnn_ws: Option<DBuf>,
@@ -52,14 +51,15 @@ pub(super) struct Run {
     len: usize,
 }
 
-/// The runs of equal-length consecutive segments of `cu` (empty segments are skipped); with
-/// `merge` false, one run per segment (the batch-invariant mode: a cuDNN plan for a batch of
-/// segments could pick another engine than the one for a segment alone).
-pub(super) fn runs_of(cu: &[usize], merge: bool) -> Vec<Run> {
+/// The runs of equal-length consecutive segments of `cu` of at least `min_len` tokens (empty
+/// and shorter segments are skipped, and no run spans one); with `merge` false, one run per
+/// segment (the batch-invariant mode: a cuDNN plan for a batch of segments could pick another
+/// engine than the one for a segment alone).
+pub(super) fn runs_of(cu: &[usize], merge: bool, min_len: usize) -> Vec<Run> {
     let mut runs: Vec<Run> = Vec::new();
     for seg in cu.windows(2) {
         let (s0, len) = (seg[0], seg[1] - seg[0]);
-        if len == 0 {
+        if len == 0 || len < min_len {
             continue;
         }
         match runs.last_mut() {
@@ -75,11 +75,15 @@ pub(super) fn runs_of(cu: &[usize], merge: bool) -> Vec<Run> {
 }
 
 /// Query tiles of the attention kernels: (segment start, segment end, first query, end query),
-/// at most `bq` queries each, never crossing a segment.
-pub(super) fn tiles_of(cu: &[usize], bq: usize) -> Vec<i32> {
+/// at most `bq` queries each, never crossing a segment, for the segments shorter than
+/// `below` tokens.
+pub(super) fn tiles_of(cu: &[usize], bq: usize, below: usize) -> Vec<i32> {
     let mut t = Vec::new();
     for seg in cu.windows(2) {
         let (s0, s1) = (seg[0], seg[1]);
+        if s1 - s0 >= below {
+            continue;
+        }
         let mut q = s0;
         while q < s1 {
             let e = (q + bq).min(s1);
@@ -99,14 +103,6 @@ impl GpuTower {
         keep_host: bool,
     ) -> Result<Geo, GpuError> {
         let n = cos.nrows();
-        let tiles = tiles_of(
-            cu,
-            if self.dev.has("attention_mma") || self.dev.has("attention_mma_w4") {
-                MMA_BQ
-            } else {
-                ATT_BQ
-            },
-        );
         if n > i32::MAX as usize / 4 {
             return Err(GpuError::Unsupported(format!(
                 "{n} tokens exceed the kernels' i32 indexing"
@@ -118,16 +114,33 @@ impl GpuTower {
                 .expect("contiguous")
                 .to_vec()
         };
-        let runs = runs_of(cu, !self.dev.batch_invariant);
+        // Each segment's path follows from its own length (cuDNN from `cudnn_min_len` tokens,
+        // our kernels below), so the batch-invariant mode stays invariant.
+        let mut runs = self.cudnn_runs(cu);
         let padded = self.stride_for(n);
         let dnn_ws_bytes = self.cudnn_plans(&runs, padded)?;
-        let dnn = dnn_ws_bytes.is_some();
+        if dnn_ws_bytes.is_none() {
+            runs.clear();
+        }
+        let dnn = !runs.is_empty();
         if dnn {
             self.stride_floor
                 .fetch_max(padded, std::sync::atomic::Ordering::Relaxed);
         }
-        // our kernels read q, k, v with n tokens a head
         let stride = if dnn { padded } else { n };
+        let tiles = tiles_of(
+            cu,
+            if self.dev.has("attention_mma") || self.dev.has("attention_mma_w4") {
+                MMA_BQ
+            } else {
+                ATT_BQ
+            },
+            if dnn {
+                self.dev.cudnn_min_len
+            } else {
+                usize::MAX
+            },
+        );
         let dnn_ws = match dnn_ws_bytes {
             Some(b) if b > 0 => Some(self.dev.alloc("cuDNN attention workspace", b, Dt::I32)?),
             _ => None,
@@ -143,7 +156,6 @@ impl GpuTower {
         };
         Ok(Geo {
             runs,
-            dnn,
             stride,
             dnn_ws,
             dnn_out,
@@ -177,10 +189,19 @@ impl GpuTower {
         b.attn_f16 && (self.dev.has("attention_mma_f16") || self.dev.has("attention_mma_w4_f16"))
     }
 
-    /// When every run of `runs` goes to cuDNN: builds (or finds) its plans for the input types
-    /// the blocks use and returns the largest workspace in bytes; `None` when our kernels run
-    /// instead (no cuDNN, a segment shorter than the threshold, or no plan, which is an error
-    /// only when cuDNN was forced).
+    /// The runs of segments cuDNN takes: those of at least `cudnn_min_len` tokens when libcudnn
+    /// loaded, else none.
+    pub(super) fn cudnn_runs(&self, cu: &[usize]) -> Vec<Run> {
+        if self.dev.cudnn.is_none() {
+            return Vec::new();
+        }
+        runs_of(cu, !self.dev.batch_invariant, self.dev.cudnn_min_len)
+    }
+
+    /// Builds (or finds) the plans of `runs` for the input types the blocks use and returns the
+    /// largest workspace in bytes; `None` when our kernels take every segment instead (no
+    /// runs, no cuDNN, or, in the fast mode, no plan: an error when cuDNN was forced or in the
+    /// batch-invariant mode, where a fallback would depend on the batch).
     /// `stride`: q, k, v's tokens per head ([`head_stride`]).
     pub(super) fn cudnn_plans(
         &self,
@@ -190,7 +211,7 @@ impl GpuTower {
         let Some(c) = &self.dev.cudnn else {
             return Ok(None);
         };
-        if runs.is_empty() || runs.iter().any(|r| r.len < self.dev.cudnn_min_len) {
+        if runs.is_empty() {
             return Ok(None);
         }
         let mut halves: Vec<bool> = self.w.blocks.iter().map(|b| self.attn_half(b)).collect();
@@ -236,27 +257,34 @@ impl GpuTower {
         self.dev.cudnn.as_ref().map_or_else(Vec::new, |c| c.log())
     }
 
-    /// Which attention runs for `grid_thw` (cuDNN or the built-in kernels), for reports.
+    /// Which attention runs for `grid_thw` (cuDNN, the built-in kernels, or cuDNN for the
+    /// long segments and ours for the others), for reports.
     pub fn attention_engine(&self, grid_thw: &[Grid]) -> Result<String, GpuError> {
         let cu = geometry::cu_seqlens(grid_thw);
-        let runs = runs_of(&cu, !self.dev.batch_invariant);
+        let runs = self.cudnn_runs(&cu);
         let n = *cu.last().unwrap_or(&0);
-        Ok(
-            match (
-                self.cudnn_plans(&runs, self.stride_for(n))?,
-                &self.dev.cudnn,
-            ) {
-                (Some(_), Some(c)) => format!("cudnn {}", c.version),
-                _ => {
-                    let tiles = tiles_of(&cu, MMA_BQ).len() / 4;
-                    let (k, _) = self.dev.attention_kernel(tiles * self.cfg.num_heads, true);
-                    match &self.dev.cudnn_note {
-                        Some(why) => format!("{k} (cuDNN: {why})"),
-                        None => k.to_string(),
-                    }
-                }
+        let dnn = match (
+            self.cudnn_plans(&runs, self.stride_for(n))?,
+            &self.dev.cudnn,
+        ) {
+            (Some(_), Some(c)) => Some(c.version),
+            _ => None,
+        };
+        let below = if dnn.is_some() {
+            self.dev.cudnn_min_len
+        } else {
+            usize::MAX
+        };
+        let tiles = tiles_of(&cu, MMA_BQ, below).len() / 4;
+        let (k, _) = self.dev.attention_kernel(tiles * self.cfg.num_heads, true);
+        Ok(match dnn {
+            Some(v) if tiles == 0 => format!("cudnn {v}"),
+            Some(v) => format!("cudnn {v}; {k} for segments under {below} tokens"),
+            None => match &self.dev.cudnn_note {
+                Some(why) => format!("{k} (cuDNN: {why})"),
+                None => k.to_string(),
             },
-        )
+        })
     }
 
     pub(super) fn geo_for_grids(
@@ -327,11 +355,14 @@ impl GpuTower {
         let (ni, hi, eps) = (n as i32, heads as i32, cfg.rms_norm_eps as f32);
         let blocks_att = geo.ntiles * heads;
         let (att_kernel, att_threads) = dev.attention_kernel(blocks_att, w.attn_f16);
-        // half q/k/v only for the tensor-core kernels (or cuDNN) that read them so
-        let f16 = if geo.dnn {
-            self.attn_half(w) as i32
-        } else {
+        // half q/k/v only for the tensor-core kernels (or cuDNN) that read them so; cuDNN and
+        // our kernels read the same q, k, v when both run ([`GpuTower::attn_half`] holds only
+        // when one of our `_f16` kernels is loaded, and a kernel of ours for every launch
+        // size has its `_f16` variant in the bf16 build)
+        let f16 = if geo.ntiles > 0 {
             att_kernel.ends_with("_f16") as i32
+        } else {
+            self.attn_half(w) as i32
         };
         // Grid-stride; a warp takes four (token, head) items at head_dim 64, else one; 4 warps
         // a block, or one when there are few items (over more SMs, as `row_launch`).
@@ -387,12 +418,25 @@ impl GpuTower {
             )?;
         }
         let scale_log2 = ((hd as f64).powf(-0.5) * std::f64::consts::LOG2_E) as f32;
-        // The attention output is half when its inputs were (cuDNN, our `_f16` kernels); the
-        // projection wants half exactly when `proj_f16`; one conversion in place otherwise.
+        // The attention output is half when its inputs were (cuDNN, our `_f16` kernels). Both
+        // paths write their segments' rows into one buffer: `att`, or cuDNN's half buffer when
+        // cuDNN runs with half inputs and the projection wants bf16 (then converted into `att`
+        // in one pass); otherwise one conversion in place when the projection wants the other
+        // type.
         let att_half = f16 != 0;
-        if geo.dnn {
-            self.attention_cudnn(&ws.q, &ws.k, &ws.v, &ws.att, geo, att_half, w.proj_f16)?;
-        } else if geo.ntiles > 0 {
+        let dnn = !geo.runs.is_empty();
+        let staged = dnn && att_half && !w.proj_f16;
+        let out = if staged {
+            geo.dnn_out
+                .as_ref()
+                .expect("allocated with cuDNN runs for half blocks")
+        } else {
+            &ws.att
+        };
+        if dnn {
+            self.attention_cudnn(&ws.q, &ws.k, &ws.v, out, geo, att_half)?;
+        }
+        if geo.ntiles > 0 {
             if geo.ntiles > i32::MAX as usize || heads > 65535 {
                 return Err(GpuError::Unsupported(format!(
                     "{} attention tiles x {heads} heads",
@@ -400,6 +444,7 @@ impl GpuTower {
                 )));
             }
             let (kernel, threads) = (att_kernel, att_threads);
+            // the kernels' `n` is q, k, v's head stride
             dev.launch(
                 kernel,
                 (geo.ntiles as u32, heads as u32, 1),
@@ -409,21 +454,24 @@ impl GpuTower {
                     arg(ws.k.ptr),
                     arg(ws.v.ptr),
                     arg(geo.tiles.ptr),
-                    arg(ws.att.ptr),
-                    arg(ni),
+                    arg(out.ptr),
+                    arg(geo.stride as i32),
                     arg(hi),
                     arg(scale_log2),
                 ],
             )?;
         }
-        // cuDNN's half output went straight to `att` only when the projection wants half
-        let att_is_half = if geo.dnn {
-            att_half && w.proj_f16
-        } else {
-            att_half
-        };
-        if (geo.dnn || geo.ntiles > 0) && att_is_half != w.proj_f16 {
-            let kernel = if att_is_half {
+        if staged {
+            let total = (n * d) as i64;
+            let blocks = (n * d).div_ceil(256).clamp(1, 132 * 32) as u32;
+            dev.launch(
+                "half_to_bf16",
+                (blocks, 1, 1),
+                256,
+                &[arg(out.ptr), arg(ws.att.ptr), arg(total)],
+            )?;
+        } else if (dnn || geo.ntiles > 0) && att_half != w.proj_f16 {
+            let kernel = if att_half {
                 "half_to_bf16_inplace"
             } else {
                 "bf16_to_half"
@@ -445,32 +493,24 @@ impl GpuTower {
         )
     }
 
-    /// The attention through cuDNN, one call per run of equal segments; q, k, v head-major
-    /// [H, N, hd] (half when `half`, else bf16), the output bf16 [N, D] in `att` (cuDNN writes
-    /// half into `geo.dnn_out` first when the inputs are half).
-    #[allow(clippy::too_many_arguments)]
+    /// The attention of `geo.runs` through cuDNN, one call per run of equal segments; q, k, v
+    /// head-major [H, stride, hd] (half when `half`, else bf16), the output [N, D] of the
+    /// inputs' type into `out` (only the runs' rows).
     pub(super) fn attention_cudnn(
         &self,
         q: &DBuf,
         k: &DBuf,
         v: &DBuf,
-        att: &DBuf,
+        out: &DBuf,
         geo: &Geo,
         half: bool,
-        half_out: bool,
     ) -> Result<(), GpuError> {
-        let dev = &self.dev;
-        let c = dev.cudnn.as_ref().expect("geo.dnn implies a cuDNN handle");
-        let (n, d, hd) = (geo.n, self.cfg.hidden_size, self.cfg.head_dim());
-        // half inputs give a half output: straight into `att` when half is wanted there
-        let convert = half && !half_out;
-        let out = if convert {
-            geo.dnn_out
-                .as_ref()
-                .expect("allocated with geo.dnn for half blocks")
-        } else {
-            att
-        };
+        let c = self
+            .dev
+            .cudnn
+            .as_ref()
+            .expect("cuDNN runs imply a cuDNN handle");
+        let (d, hd) = (self.cfg.hidden_size, self.cfg.head_dim());
         let ws = geo.dnn_ws.as_ref().map_or(0, |b| b.ptr);
         // Every element is 2 bytes (bf16 or half).
         for r in &geo.runs {
@@ -482,16 +522,6 @@ impl GpuTower {
                 v.ptr + qo,
                 out.ptr + oo,
                 ws,
-            )?;
-        }
-        if convert {
-            let total = (n * d) as i64;
-            let blocks = (n * d).div_ceil(256).clamp(1, 132 * 32) as u32;
-            dev.launch(
-                "half_to_bf16",
-                (blocks, 1, 1),
-                256,
-                &[arg(out.ptr), arg(att.ptr), arg(total)],
             )?;
         }
         Ok(())
@@ -506,15 +536,52 @@ mod tests {
     fn runs_of_groups_consecutive_equal_segments() {
         let r = |start, batch, len| Run { start, batch, len };
         assert_eq!(
-            runs_of(&[0, 4, 8, 12, 15, 15, 18, 22], true),
+            runs_of(&[0, 4, 8, 12, 15, 15, 18, 22], true, 1),
             vec![r(0, 3, 4), r(12, 2, 3), r(18, 1, 4)]
         );
-        assert_eq!(runs_of(&[0], true), vec![]);
-        assert_eq!(runs_of(&[0, 0, 5], true), vec![r(0, 1, 5)]);
+        assert_eq!(runs_of(&[0], true, 1), vec![]);
+        assert_eq!(runs_of(&[0, 0, 5], true, 1), vec![r(0, 1, 5)]);
         // unmerged (batch-invariant): one run per non-empty segment
         assert_eq!(
-            runs_of(&[0, 4, 8, 8, 12], false),
+            runs_of(&[0, 4, 8, 8, 12], false, 1),
             vec![r(0, 1, 4), r(4, 1, 4), r(8, 1, 4)]
         );
+        // segments under min_len are left out, and no run spans one
+        assert_eq!(
+            runs_of(&[0, 4, 8, 11, 15, 19], true, 4),
+            vec![r(0, 2, 4), r(11, 2, 4)]
+        );
+    }
+
+    #[test]
+    fn tiles_cover_exactly_the_segments_below_the_threshold() {
+        // segments of 5, 2 and 9 tokens; tiles of at most 4 queries
+        let cu = [0, 5, 7, 16];
+        assert_eq!(
+            tiles_of(&cu, 4, usize::MAX),
+            vec![
+                0, 5, 0, 4, 0, 5, 4, 5, 5, 7, 5, 7, 7, 16, 7, 11, 7, 16, 11, 15, 7, 16, 15, 16
+            ]
+        );
+        // the 9-token segment left to cuDNN
+        assert_eq!(
+            tiles_of(&cu, 4, 9),
+            vec![0, 5, 0, 4, 0, 5, 4, 5, 5, 7, 5, 7]
+        );
+        // the segments cuDNN takes and the tiles partition the tokens
+        for min in [1, 3, 6, 10] {
+            let mut covered = vec![0u8; 16];
+            for r in runs_of(&cu, false, min) {
+                covered[r.start..r.start + r.batch * r.len]
+                    .iter_mut()
+                    .for_each(|c| *c += 1);
+            }
+            for t in tiles_of(&cu, 4, min).chunks(4) {
+                covered[t[2] as usize..t[3] as usize]
+                    .iter_mut()
+                    .for_each(|c| *c += 1);
+            }
+            assert!(covered.iter().all(|&c| c == 1), "min {min}: {covered:?}");
+        }
     }
 }
