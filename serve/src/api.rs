@@ -77,6 +77,9 @@ impl WireDtype {
     /// Little-endian bytes of `values` in this type (bf16 and f16 rounded to nearest even).
     pub fn le_bytes(self, values: &[f32]) -> Vec<u8> {
         match self {
+            WireDtype::F32 if cfg!(target_endian = "little") => {
+                bytemuck::cast_slice::<f32, u8>(values).to_vec()
+            }
             WireDtype::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
             WireDtype::Bf16 => values
                 .iter()
@@ -155,12 +158,81 @@ pub struct EmbeddingItem {
 }
 
 /// `embedding`: rows of floats (written as f32, the shortest text that reads back to the same
-/// bits), or a base64 string.
-#[derive(Debug, Serialize)]
-#[serde(untagged)]
+/// bits), or bytes (`base64`: the values', `npy`: a `.npy` file's) written as a base64 string.
+#[derive(Debug)]
 pub enum Embedding {
     Float(Vec<Vec<f32>>),
-    Text(String),
+    Bytes(Vec<u8>),
+}
+
+impl Serialize for Embedding {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Embedding::Float(rows) => rows.serialize(s),
+            Embedding::Bytes(b) => s.serialize_str(&base64_simd::STANDARD.encode_to_string(b)),
+        }
+    }
+}
+
+impl EmbeddingsResponse {
+    /// The answer as JSON, the same bytes as `serde_json::to_vec`, with each base64 embedding
+    /// encoded straight into the body: one allocation of the body and no escape scan of the
+    /// text (base64 needs none). A 448x448 image's f32 answer (5.6 MB) took 10-12 ms through
+    /// serde_json and the scalar base64 encoder on one core.
+    pub fn to_json(&self) -> serde_json::Result<Vec<u8>> {
+        let b64 = &base64_simd::STANDARD;
+        let size: usize = self
+            .data
+            .iter()
+            .map(|d| {
+                256 + d.key.len()
+                    + match &d.embedding {
+                        Embedding::Bytes(b) => b64.encoded_length(b.len()),
+                        Embedding::Float(rows) => rows.iter().map(|r| 16 * r.len() + 2).sum(),
+                    }
+            })
+            .sum();
+        let mut out = Vec::with_capacity(256 + self.model.len() + size);
+        out.extend_from_slice(b"{\"object\":");
+        serde_json::to_writer(&mut out, self.object)?;
+        out.extend_from_slice(b",\"model\":");
+        serde_json::to_writer(&mut out, &self.model)?;
+        out.extend_from_slice(b",\"data\":[");
+        for (i, d) in self.data.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"object\":");
+            serde_json::to_writer(&mut out, d.object)?;
+            out.extend_from_slice(b",\"index\":");
+            serde_json::to_writer(&mut out, &d.index)?;
+            out.extend_from_slice(b",\"embedding\":");
+            match &d.embedding {
+                Embedding::Float(rows) => serde_json::to_writer(&mut out, rows)?,
+                Embedding::Bytes(b) => {
+                    out.push(b'"');
+                    let start = out.len();
+                    out.resize(start + b64.encoded_length(b.len()), 0);
+                    let n = b64
+                        .encode(b, base64_simd::Out::from_slice(&mut out[start..]))
+                        .len();
+                    debug_assert_eq!(start + n, out.len());
+                    out.push(b'"');
+                }
+            }
+            out.extend_from_slice(b",\"shape\":");
+            serde_json::to_writer(&mut out, &d.shape)?;
+            out.extend_from_slice(b",\"grid_thw\":");
+            serde_json::to_writer(&mut out, &d.grid_thw)?;
+            out.extend_from_slice(b",\"key\":");
+            serde_json::to_writer(&mut out, &d.key)?;
+            out.push(b'}');
+        }
+        out.extend_from_slice(b"],\"usage\":");
+        serde_json::to_writer(&mut out, &self.usage)?;
+        out.push(b'}');
+        Ok(out)
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -201,7 +273,7 @@ pub fn encode(
         EncodingFormat::Float => {
             Embedding::Float(values.chunks(cols).map(<[f32]>::to_vec).collect())
         }
-        EncodingFormat::Base64 => Embedding::Text(STANDARD.encode(dtype.le_bytes(values))),
+        EncodingFormat::Base64 => Embedding::Bytes(dtype.le_bytes(values)),
         EncodingFormat::Npy => {
             let descr = match dtype {
                 WireDtype::F32 => "<f4",
@@ -214,7 +286,7 @@ pub fn encode(
             };
             let mut npy = npy_header(descr, rows.nrows(), rows.ncols());
             npy.extend_from_slice(&dtype.le_bytes(values));
-            Embedding::Text(STANDARD.encode(npy))
+            Embedding::Bytes(npy)
         }
     })
 }
@@ -239,6 +311,55 @@ fn npy_header(descr: &str, rows: usize, cols: usize) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_written_answer_is_serde_jsons_and_its_base64_reads_back() {
+        let v: Vec<f32> = (0..3 * 5).map(|i| (i as f32 * 0.37).sin() * 1e3).collect();
+        let rows = ArrayView2::from_shape((3, 5), &v).unwrap();
+        let mut data = Vec::new();
+        for (i, (format, dtype)) in [
+            (EncodingFormat::Float, WireDtype::F32),
+            (EncodingFormat::Base64, WireDtype::F32),
+            (EncodingFormat::Base64, WireDtype::Bf16),
+            (EncodingFormat::Npy, WireDtype::F16),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            data.push(EmbeddingItem {
+                object: "embedding",
+                index: i,
+                embedding: encode(rows, format, dtype).unwrap(),
+                shape: [3, 5],
+                grid_thw: [1, 6, 10],
+                key: format!("photo \"{i}\"\\\n"),
+            });
+        }
+        let resp = EmbeddingsResponse {
+            object: "list",
+            model: "GLM \"5\"".into(),
+            data,
+            usage: Usage {
+                prompt_tokens: 12,
+                total_tokens: 12,
+            },
+        };
+        let ours = resp.to_json().unwrap();
+        assert_eq!(
+            String::from_utf8(ours.clone()).unwrap(),
+            String::from_utf8(serde_json::to_vec(&resp).unwrap()).unwrap()
+        );
+        // the f32 base64 is the values' little-endian bytes (read back by another decoder)
+        let j: serde_json::Value = serde_json::from_slice(&ours).unwrap();
+        let text = j["data"][1]["embedding"].as_str().unwrap();
+        let bytes = STANDARD.decode(text).unwrap();
+        let back: Vec<f32> = bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(back, v);
+        assert_eq!(j["data"][3]["key"], "photo \"3\"\\\n");
+    }
 
     #[test]
     fn npy_header_is_aligned_and_parsable() {

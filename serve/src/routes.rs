@@ -378,7 +378,7 @@ async fn embed_request(
                 total_tokens: tokens,
             },
         };
-        serde_json::to_vec(&resp)
+        resp.to_json()
             .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("internal: {e}")))
     })
     .await?;
