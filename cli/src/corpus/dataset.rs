@@ -16,8 +16,6 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc::{SyncSender, sync_channel};
-use std::thread::JoinHandle;
 
 /// Key of the per-shard footer entry: a JSON array of `[input, size, mtime_ns]`, row by row.
 const SOURCES_KEY: &str = "glm5v.sources";
@@ -163,36 +161,17 @@ impl Dataset {
         Ok((ds, done))
     }
 
-    /// Writes `rows` as one record batch (or more, across shards).
-    pub fn write_rows(&mut self, rows: Vec<Row>) -> Result<()> {
-        self.pending.extend(rows);
-        self.write_pending()
-    }
-
-    /// The dataset written on a thread of its own (see [`Background`]).
-    pub fn in_background(self) -> Background {
-        // one batch queued while the writer writes another
-        let (tx, rx) = sync_channel::<Msg>(1);
-        let thread = std::thread::Builder::new()
-            .name("glm5v-parquet".into())
-            .spawn(move || {
-                let mut ds = self;
-                for msg in rx {
-                    match msg {
-                        Msg::Rows(rows) => ds.write_rows(rows)?,
-                        Msg::Finish => return ds.finish(),
-                    }
-                }
-                // the sender went away without finishing: the shard stays unfinished (its
-                // temporary file is removed by the next run), as when a run is interrupted
-                Ok(ds.shards_written)
-            })
-            .expect("spawning the Parquet writer thread");
-        Background {
-            tx: Some(tx),
-            pending: Vec::new(),
-            thread: Some(thread),
+    pub fn push(&mut self, row: Row) -> Result<()> {
+        self.pending.push(row);
+        let bytes: usize = self
+            .pending
+            .iter()
+            .map(|r| r.embedding.as_ref().map_or(0, Vec::len))
+            .sum();
+        if self.pending.len() >= BATCH_ROWS || bytes >= ROW_GROUP_BYTES / 4 {
+            self.write_pending()?;
         }
+        Ok(())
     }
 
     /// Writes the buffered rows, opening and closing shards at `shard_rows`.
@@ -277,85 +256,6 @@ impl Dataset {
     }
 }
 
-/// Whether buffered rows make a record batch: [`BATCH_ROWS`] rows or a quarter of a row group.
-fn batch_full(rows: &[Row]) -> bool {
-    let bytes: usize = rows
-        .iter()
-        .map(|r| r.embedding.as_ref().map_or(0, Vec::len))
-        .sum();
-    rows.len() >= BATCH_ROWS || bytes >= ROW_GROUP_BYTES / 4
-}
-
-enum Msg {
-    Rows(Vec<Row>),
-    Finish,
-}
-
-/// A [`Dataset`] written on a thread of its own: rows go over in record batches of
-/// [`BATCH_ROWS`] rows or a quarter of a row group, one queued while the thread encodes and writes another, so
-/// memory stays bounded and the Parquet encoding and file writes overlap the forwards (on a
-/// GPU a 448x448 image's f32 row, 4 MB, is written in about the time its forward takes: on
-/// the thread that also collects the results the writer bounded a corpus run).
-pub struct Background {
-    tx: Option<SyncSender<Msg>>,
-    pending: Vec<Row>,
-    thread: Option<JoinHandle<Result<usize>>>,
-}
-
-impl Background {
-    pub fn push(&mut self, row: Row) -> Result<()> {
-        self.pending.push(row);
-        if batch_full(&self.pending) {
-            let rows = std::mem::take(&mut self.pending);
-            self.send(Msg::Rows(rows))?;
-        }
-        Ok(())
-    }
-
-    fn send(&mut self, msg: Msg) -> Result<()> {
-        let sent = self.tx.as_ref().map(|tx| tx.send(msg).is_ok());
-        if sent == Some(true) {
-            return Ok(());
-        }
-        // the writer stopped: its error says why
-        self.tx = None;
-        Err(match self.join() {
-            Err(e) => e,
-            Ok(_) => anyhow::anyhow!("the Parquet writer stopped"),
-        })
-    }
-
-    fn join(&mut self) -> Result<usize> {
-        match self.thread.take() {
-            Some(t) => t
-                .join()
-                .map_err(|_| anyhow::anyhow!("the Parquet writer thread panicked"))?,
-            None => bail!("the Parquet writer already stopped"),
-        }
-    }
-
-    /// Writes what is buffered, closes the last shard and returns the shards written.
-    pub fn finish(mut self) -> Result<usize> {
-        if !self.pending.is_empty() {
-            let rows = std::mem::take(&mut self.pending);
-            self.send(Msg::Rows(rows))?;
-        }
-        self.send(Msg::Finish)?;
-        self.tx = None;
-        self.join()
-    }
-}
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        // unfinished (an error on the way): let the thread end without finishing the shard
-        self.tx = None;
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 fn part_number(name: &str) -> Option<usize> {
     name.strip_prefix("part-")?
         .strip_suffix(".parquet")?
@@ -397,11 +297,7 @@ fn record_batch(schema: &Arc<Schema>, rows: &[Row]) -> Result<RecordBatch> {
     let mut grid = ListBuilder::new(Int32Builder::new());
     let mut tokens = Int32Builder::new();
     let mut shape = ListBuilder::new(Int32Builder::new());
-    let bytes: usize = rows
-        .iter()
-        .map(|r| r.embedding.as_ref().map_or(0, Vec::len))
-        .sum();
-    let mut embedding = BinaryBuilder::with_capacity(rows.len(), bytes);
+    let mut embedding = BinaryBuilder::new();
     let int = |v: usize| i32::try_from(v).context("a count over 2^31");
     for r in rows {
         input.append_value(&r.input);

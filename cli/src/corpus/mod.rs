@@ -197,7 +197,7 @@ pub fn to_parquet(
             env!("CARGO_PKG_VERSION").to_string(),
         ),
     ];
-    let (ds, done) = Dataset::open(out, &metadata, args.shard_rows, args.overwrite)?;
+    let (mut ds, done) = Dataset::open(out, &metadata, args.shard_rows, args.overwrite)?;
     let given = inputs.len();
     let mut todo = Vec::with_capacity(inputs.len());
     let mut stamps = Vec::with_capacity(inputs.len());
@@ -209,7 +209,6 @@ pub fn to_parquet(
         }
     }
     let skipped = given - todo.len();
-    let mut ds = ds.in_background();
     let device = DeviceTime::default();
     let forwards = window_forwards(&embedders);
     let batcher = batcher(embedders, args, &info.backend, device.clone())?;
