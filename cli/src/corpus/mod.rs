@@ -265,15 +265,22 @@ pub fn to_parquet(
         bar.set_message(t.message());
     }
     bar.finish_and_clear();
+    let closing = Instant::now();
     let shards = ds.finish()?;
+    let closing = closing.elapsed().as_secs_f64();
     let secs = t.start.elapsed().as_secs_f64();
     eprintln!(
-        "glm5v: {given} input(s): {} embedded, {} failed, {skipped} already done; {} tokens in {secs:.2} s ({:.0} tokens/s{}) -> {} ({shards} new shard{})",
+        "glm5v: {given} input(s): {} embedded, {} failed, {skipped} already done; {} tokens in {secs:.2} s ({:.0} tokens/s{}{}) -> {} ({shards} new shard{})",
         t.ok,
         t.failed,
         t.tokens,
         t.tokens as f64 / secs.max(1e-9),
         busy_share(device.load(Ordering::Relaxed), secs, workers),
+        if closing >= 0.05 {
+            format!(", the last writes {closing:.2} s")
+        } else {
+            String::new()
+        },
         out.display(),
         if shards == 1 { "" } else { "s" }
     );
