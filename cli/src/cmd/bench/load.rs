@@ -146,6 +146,35 @@ fn rss_mb(pid: u32) -> Option<(f64, f64)> {
     ))
 }
 
+/// CPU seconds a process has used so far (user + system, from /proc/PID/stat).
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // the fields after the command name, which is in parentheses and may hold spaces
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name and state;
+    // in USER_HZ, 100 a second on Linux
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
+}
+
+/// Waits (at most `max`) until server `pid` is idle: under a tenth of a core over half a
+/// second. A server answers the requests it took even after the client gave up on them, so
+/// without this one side's leftover work would run into the other side's turn. Returns the
+/// time waited.
+async fn wait_idle(pid: u32, max: Duration) -> Duration {
+    let start = std::time::Instant::now();
+    while start.elapsed() < max {
+        let Some(a) = cpu_seconds(pid) else { break };
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let Some(b) = cpu_seconds(pid) else { break };
+        if b - a < 0.05 {
+            break;
+        }
+    }
+    start.elapsed()
+}
+
 fn ms(d: Option<Duration>) -> String {
     d.map(|d| format!("{:.1}", d.as_secs_f64() * 1e3))
         .unwrap_or_else(|| "n/a".into())
@@ -257,6 +286,7 @@ pub fn bench_serve(args: &Args, py: Option<&Path>, dir: &Path) -> Result<()> {
             let mut w = spec(&s.url, None, Duration::from_secs(3600));
             w.max_requests = args.concurrency;
             loadgen::run(w).await;
+            wait_idle(s.pid, Duration::from_secs(60)).await;
         }
         let duration = Duration::from_secs_f64(args.duration);
         let mut stage_lines = Vec::new();
@@ -278,6 +308,14 @@ pub fn bench_serve(args: &Args, py: Option<&Path>, dir: &Path) -> Result<()> {
                     stage_lines.push(format!("turn {turn}: {line}"));
                 }
                 s.turns.push(r);
+                let waited = wait_idle(s.pid, Duration::from_secs(60)).await;
+                if waited > Duration::from_secs(2) {
+                    eprintln!(
+                        "bench serve: {} was busy {:.1} s after its turn",
+                        s.name,
+                        waited.as_secs_f64()
+                    );
+                }
             }
         }
         let cpu = std::fs::read_to_string("/proc/cpuinfo")
@@ -311,6 +349,7 @@ pub fn bench_serve(args: &Args, py: Option<&Path>, dir: &Path) -> Result<()> {
         let rate = 0.8 * ours_rate;
         for s in &sides {
             let r = loadgen::run(spec(&s.url, Some(rate), duration)).await;
+            wait_idle(s.pid, Duration::from_secs(60)).await;
             let hwm = rss_mb(s.pid).map(|r| r.1);
             println!("{}", line(s.name, &format!("open, {rate:.2}/s"), &[r.images_per_second()], &r, hwm));
         }
@@ -556,10 +595,25 @@ pub fn bench_corpus(args: &Args, py: Option<&Path>, dir: &Path) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{busy_percent, embed_seconds};
+    use super::{busy_percent, cpu_seconds, embed_seconds};
 
     /// The corpus summary line as `glm5v embed` prints it (cli/src/corpus/mod.rs), with and
     /// without the GPU's share.
+    #[test]
+    fn a_process_cpu_time_is_read_and_grows_while_it_works() {
+        let me = std::process::id();
+        let a = cpu_seconds(me).expect("this process's /proc stat");
+        let t = std::time::Instant::now();
+        let mut x = 0u64;
+        while t.elapsed() < std::time::Duration::from_millis(300) {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        let b = cpu_seconds(me).unwrap();
+        // 0.3 s of spinning on this thread (ticks of 10 ms; other test threads only add)
+        assert!(b - a >= 0.2, "{a} -> {b}");
+        assert!(cpu_seconds(u32::MAX).is_none());
+    }
+
     #[test]
     fn the_summary_line_gives_seconds_and_busy_share() {
         let gpu = "glm5v: 200 input(s): 200 embedded, 0 failed, 0 already done; 61440 tokens \
