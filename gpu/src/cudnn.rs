@@ -244,13 +244,13 @@ impl Cudnn {
         let flop = 4.0 * (s.batch * s.heads * s.head_dim) as f64 * (s.len as f64).powi(2);
         // Finalizing a plan can compile its kernel (cuDNN builds some engines at run time):
         // every candidate only when they are to be timed, else the first that finalizes.
-        let timed = flop >= TUNE_MIN_FLOP
+        let to_time = flop >= TUNE_MIN_FLOP
             && self.tune.load(std::sync::atomic::Ordering::Relaxed)
             && std::env::var("GLM5V_CUDNN_TUNE").as_deref() != Ok("0");
-        let all = timed || std::env::var("GLM5V_CUDNN_FINALIZE_ALL").as_deref() == Ok("1");
+        let all = to_time || std::env::var("GLM5V_CUDNN_FINALIZE_ALL").as_deref() == Ok("1");
         let (mut cands, offered) = self.candidates(s, all)?;
         let finalized = cands.len();
-        let tune = timed && cands.len() > 1;
+        let tune = to_time && cands.len() > 1;
         let mut note = String::new();
         let (pick, times) = if tune {
             // A failed timing (say, no memory for the scratch buffers) costs only the choice.

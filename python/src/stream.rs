@@ -108,7 +108,7 @@ fn queue(t: &dyn Tower) -> Result<&dyn QueuedTower, TowerError> {
 
 impl QueuedTower for PoolTower {
     fn depth(&self) -> usize {
-        self.0.tower().queued().map_or(1, |q| q.depth())
+        self.0.tower().queue_depth()
     }
     fn reserve(&self, rows: usize) -> Result<(), TowerError> {
         pooled(&self.0, |t| queue(t)?.reserve(rows))

@@ -71,6 +71,11 @@ pub trait Tower: Send + Sync {
         None
     }
 
+    /// Forwards this tower may hold at once: its queue's depth, or 1 (the forward itself).
+    fn queue_depth(&self) -> usize {
+        self.queued().map_or(1, |q| q.depth())
+    }
+
     /// `[N, patch_dim]` pixel rows -> `[N, D]` (the Conv3d patch embedding).
     fn patch_embed(&self, pixel_values: ArrayView2<f32>) -> Result<Array2<f32>, TowerError>;
     /// The rope tables `(cos, sin)`, each `[N, head_dim]`, for a batch of grids.

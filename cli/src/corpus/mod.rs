@@ -119,7 +119,7 @@ fn stream<'b>(
 fn window_forwards(embedders: &[Embedder]) -> usize {
     let queued = embedders
         .iter()
-        .map(|e| e.tower().queued().map_or(1, |q| q.depth()))
+        .map(|e| e.tower().queue_depth())
         .max()
         .unwrap_or(1);
     queued + 1

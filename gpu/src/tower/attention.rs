@@ -38,6 +38,17 @@ pub(super) fn head_stride(n: usize) -> usize {
     n.next_power_of_two().max(4096)
 }
 
+/// How a forward's attention splits between cuDNN and our kernels
+/// ([`GpuTower::attention_split`]).
+pub(super) struct Split {
+    /// The runs cuDNN takes, each planned (empty: our kernels take every segment).
+    pub(super) runs: Vec<Run>,
+    /// The largest workspace of their plans.
+    pub(super) ws_bytes: usize,
+    /// Our kernels take the segments shorter than this.
+    pub(super) ours_below: usize,
+}
+
 /// Queries per block of the scalar attention kernel (`attention`, one thread per query).
 pub(super) const ATT_BQ: usize = 64;
 /// Queries per block of the tensor-core kernels (`MMA_BQ` of kernels/attention.cu).
@@ -114,14 +125,12 @@ impl GpuTower {
                 .expect("contiguous")
                 .to_vec()
         };
-        // Each segment's path follows from its own length (cuDNN from `cudnn_min_len` tokens,
-        // our kernels below), so the batch-invariant mode stays invariant.
-        let mut runs = self.cudnn_runs(cu);
         let padded = self.stride_for(n);
-        let dnn_ws_bytes = self.cudnn_plans(&runs, padded)?;
-        if dnn_ws_bytes.is_none() {
-            runs.clear();
-        }
+        let Split {
+            runs,
+            ws_bytes,
+            ours_below,
+        } = self.attention_split(cu, padded)?;
         let dnn = !runs.is_empty();
         if dnn {
             self.stride_floor
@@ -135,15 +144,15 @@ impl GpuTower {
             } else {
                 ATT_BQ
             },
-            if dnn {
-                self.dev.cudnn_min_len
-            } else {
-                usize::MAX
-            },
+            ours_below,
         );
-        let dnn_ws = match dnn_ws_bytes {
-            Some(b) if b > 0 => Some(self.dev.alloc("cuDNN attention workspace", b, Dt::I32)?),
-            _ => None,
+        let dnn_ws = if ws_bytes > 0 {
+            Some(
+                self.dev
+                    .alloc("cuDNN attention workspace", ws_bytes, Dt::I32)?,
+            )
+        } else {
+            None
         };
         let dnn_out = if dnn && self.w.blocks.iter().any(|b| self.attn_half(b)) {
             Some(self.dev.alloc(
@@ -189,13 +198,28 @@ impl GpuTower {
         b.attn_f16 && (self.dev.has("attention_mma_f16") || self.dev.has("attention_mma_w4_f16"))
     }
 
-    /// The runs of segments cuDNN takes: those of at least `cudnn_min_len` tokens when libcudnn
-    /// loaded, else none.
-    pub(super) fn cudnn_runs(&self, cu: &[usize]) -> Vec<Run> {
-        if self.dev.cudnn.is_none() {
-            return Vec::new();
-        }
-        runs_of(cu, !self.dev.batch_invariant, self.dev.cudnn_min_len)
+    /// How the attention of the segments `cu` splits (for the forward and for reports alike):
+    /// cuDNN takes the segments of at least `cudnn_min_len` tokens when libcudnn loaded and
+    /// their runs plan, our kernels the others. Each segment's path follows from its own length,
+    /// so the batch-invariant mode stays invariant. `stride`: q, k, v's tokens per head.
+    pub(super) fn attention_split(&self, cu: &[usize], stride: usize) -> Result<Split, GpuError> {
+        let runs = if self.dev.cudnn.is_some() {
+            runs_of(cu, !self.dev.batch_invariant, self.dev.cudnn_min_len)
+        } else {
+            Vec::new()
+        };
+        Ok(match self.cudnn_plans(&runs, stride)? {
+            Some(ws_bytes) => Split {
+                runs,
+                ws_bytes,
+                ours_below: self.dev.cudnn_min_len,
+            },
+            None => Split {
+                runs: Vec::new(),
+                ws_bytes: 0,
+                ours_below: usize::MAX,
+            },
+        })
     }
 
     /// Builds (or finds) the plans of `runs` for the input types the blocks use and returns the
@@ -261,20 +285,13 @@ impl GpuTower {
     /// long segments and ours for the others), for reports.
     pub fn attention_engine(&self, grid_thw: &[Grid]) -> Result<String, GpuError> {
         let cu = geometry::cu_seqlens(grid_thw);
-        let runs = self.cudnn_runs(&cu);
         let n = *cu.last().unwrap_or(&0);
-        let dnn = match (
-            self.cudnn_plans(&runs, self.stride_for(n))?,
-            &self.dev.cudnn,
-        ) {
-            (Some(_), Some(c)) => Some(c.version),
+        let split = self.attention_split(&cu, self.stride_for(n))?;
+        let dnn = match (split.runs.is_empty(), &self.dev.cudnn) {
+            (false, Some(c)) => Some(c.version),
             _ => None,
         };
-        let below = if dnn.is_some() {
-            self.dev.cudnn_min_len
-        } else {
-            usize::MAX
-        };
+        let below = split.ours_below;
         let tiles = tiles_of(&cu, MMA_BQ, below).len() / 4;
         let (k, _) = self.dev.attention_kernel(tiles * self.cfg.num_heads, true);
         Ok(match dnn {

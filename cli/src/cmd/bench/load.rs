@@ -597,8 +597,6 @@ pub fn bench_corpus(args: &Args, py: Option<&Path>, dir: &Path) -> Result<()> {
 mod tests {
     use super::{busy_percent, cpu_seconds, embed_seconds};
 
-    /// The corpus summary line as `glm5v embed` prints it (cli/src/corpus/mod.rs), with and
-    /// without the GPU's share.
     #[test]
     fn a_process_cpu_time_is_read_and_grows_while_it_works() {
         let me = std::process::id();
@@ -614,6 +612,8 @@ mod tests {
         assert!(cpu_seconds(u32::MAX).is_none());
     }
 
+    /// The corpus summary line as `glm5v embed` prints it (cli/src/corpus/mod.rs), with and
+    /// without the GPU's share.
     #[test]
     fn the_summary_line_gives_seconds_and_busy_share() {
         let gpu = "glm5v: 200 input(s): 200 embedded, 0 failed, 0 already done; 61440 tokens \
