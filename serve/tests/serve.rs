@@ -342,7 +342,13 @@ async fn each_error_has_its_status_and_the_server_goes_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_key_guards_every_route_but_health_and_ready() {
     let (server, base) = start(|o| o.api_key = Some("s3cret".into())).await;
-    let c = reqwest::Client::new();
+    // a fresh connection per request: a 401 is answered before the request's body is read, so
+    // the server closes that connection, and a pooled client could send the next request on it
+    // before it sees the close (seen once in CI: IncompleteMessage on the GET after the POSTs)
+    let c = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
     let body = json!({"input": b64(IMAGES[0])});
     let r = c
         .post(format!("{base}/v1/embeddings"))
