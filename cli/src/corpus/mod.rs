@@ -9,9 +9,10 @@
 
 pub mod dataset;
 pub mod list;
+mod writer;
 
 use anyhow::{Result, bail};
-use dataset::{Dataset, Row, stamp_of};
+use dataset::{Dataset, Dtype, Row, stamp_of};
 use glm5v_prep::ImageSource;
 use glm5v_reference::{
     BatchObserver, BatchReport, Batcher, BatcherOptions, Embedder, Ordered, OrderedItem,
@@ -184,7 +185,11 @@ pub fn to_parquet(
     args: &CorpusArgs,
     info: &RunInfo,
 ) -> Result<Outcome> {
-    let bf16 = args.out_dtype == "bf16";
+    let dtype = if args.out_dtype == "bf16" {
+        Dtype::Bf16
+    } else {
+        Dtype::F32
+    };
     let hidden = embedders[0].config().out_hidden_size;
     let workers = embedders.len();
     let metadata = vec![
@@ -197,7 +202,7 @@ pub fn to_parquet(
             env!("CARGO_PKG_VERSION").to_string(),
         ),
     ];
-    let (mut ds, done) = Dataset::open(out, &metadata, args.shard_rows, args.overwrite)?;
+    let (mut ds, done) = Dataset::open(out, &metadata, args.shard_rows, args.overwrite, dtype)?;
     let given = inputs.len();
     let mut todo = Vec::with_capacity(inputs.len());
     let mut stamps = Vec::with_capacity(inputs.len());
@@ -227,22 +232,14 @@ pub fn to_parquet(
             Ok(o) => {
                 t.ok += 1;
                 t.tokens += o.tokens();
-                let rows = o.embeddings.as_standard_layout();
-                let v = rows.as_slice().expect("standard layout");
-                let bytes: Vec<u8> = if bf16 {
-                    v.iter()
-                        .flat_map(|&x| half::bf16::from_f32(x).to_le_bytes())
-                        .collect()
-                } else {
-                    bytemuck::cast_slice::<f32, u8>(v).to_vec()
-                };
                 Row {
                     input,
                     error: None,
                     grid_thw: Some(o.grid),
                     tokens: Some(o.tokens()),
                     shape: Some([o.tokens(), hidden]),
-                    embedding: Some(bytes),
+                    // the batch's rows as they are: the encoder copies them once
+                    embedding: Some(o.embeddings),
                     stamp: stamps[item.index],
                 }
             }

@@ -1,0 +1,436 @@
+//! The dataset's writing, off the thread that receives the results. A GPU makes the rows of the
+//! GLM-5.3-Flash geometry at about 1.5 GB/s (f32); arrow-rs copies a binary value three times
+//! while it encodes it (into the encoder, the page, the page with its levels) before the file
+//! write copies it into the page cache, which on one thread kept the GPU of a corpus run idle
+//! more than half of the time. Here:
+//!
+//! - the receiving thread hands each row group (about [`ROW_GROUP_BYTES`] of rows, never
+//!   across shards) to a pool of encoders, numbered in order;
+//! - an encoder builds the record batch (the rows' one copy: f32 as they are, or bf16) and
+//!   encodes it with arrow-rs's column writers (its parallel-encoding interface,
+//!   [`ArrowRowGroupWriterFactory`]) into column chunks;
+//! - one writer thread appends the chunks to the shard's file in their order, and when a shard is
+//!   whole writes its footer, then leaves the fsync and the rename to a thread of their own (at
+//!   most one at a time) so that the next shard's rows keep flowing.
+//!
+//! At most `encoders + 1` row groups are between the receiving thread and the file; the
+//! receiving thread waits for room (what bounds memory). The first error stops the pipeline: it
+//! is returned to the receiving thread at its next call, and no shard is renamed after it
+//! (temporary files of unfinished shards are removed).
+
+use super::dataset::{Dtype, Row, record_batch};
+use anyhow::{Context, Result, anyhow};
+use arrow_schema::Schema;
+use parquet::arrow::arrow_writer::{ArrowColumnChunk, ArrowRowGroupWriterFactory, compute_leaves};
+use parquet::file::metadata::KeyValue;
+use parquet::file::writer::SerializedFileWriter;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+/// Bytes of rows in a row group, at least (a group ends with the row that reaches it; see the
+/// module doc for what bounds memory). Under glibc's largest mmap threshold (32 MiB), so that
+/// the encoders' buffers come from reused heap memory rather than fresh pages each group:
+/// 640 rows of 6 MiB into /dev/shm took 1.5-2.8 s at 16 MiB against 4.5-5.7 s at 32 MiB and
+/// 6.8 s at 64 MiB (one encoder, the 2-core Xeon; fresh pages' faults and zeroing were a third of
+/// the encoder's time).
+pub const ROW_GROUP_BYTES: usize = 16 << 20;
+
+/// A shard about to receive row groups: its file writer (created by the receiving thread, which
+/// also made the encoders' factory from it) and where it goes when whole.
+pub struct NewShard {
+    pub file: SerializedFileWriter<File>,
+    pub temp: PathBuf,
+    pub dest: PathBuf,
+}
+
+/// One row group for an encoder.
+struct Job {
+    seq: u64,
+    factory: Arc<ArrowRowGroupWriterFactory>,
+    /// The row group's index within its shard.
+    index: usize,
+    rows: Vec<Row>,
+}
+
+/// What the writer thread takes, in `seq` order.
+enum Step {
+    Open(Box<NewShard>),
+    Group(Vec<ArrowColumnChunk>),
+    /// The shard is whole: these footer entries, then fsync and rename.
+    Close(Vec<KeyValue>),
+}
+
+/// State shared by the pipeline's threads.
+struct Shared {
+    /// Row groups handed to the encoders and not yet appended to a file.
+    in_flight: Mutex<usize>,
+    room: Condvar,
+    /// The first error of any thread.
+    error: Mutex<Option<String>>,
+    failed: AtomicBool,
+}
+
+impl Shared {
+    fn fail(&self, e: anyhow::Error) {
+        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(format!("{e:#}"));
+        }
+        self.failed.store(true, Ordering::SeqCst);
+        drop(slot);
+        self.room.notify_all();
+    }
+
+    fn error(&self) -> Option<anyhow::Error> {
+        self.error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|m| anyhow!("{m}"))
+    }
+
+    fn release(&self) {
+        let mut n = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        *n = n.saturating_sub(1);
+        drop(n);
+        self.room.notify_all();
+    }
+}
+
+/// The encoders and the writer thread of one dataset run.
+pub struct Pipeline {
+    jobs: Option<SyncSender<Job>>,
+    steps: Option<Sender<(u64, Step)>>,
+    encoders: Vec<JoinHandle<()>>,
+    writer: Option<JoinHandle<usize>>,
+    shared: Arc<Shared>,
+    limit: usize,
+    next_seq: u64,
+}
+
+/// Encoder threads for this machine: a quarter of its cores, 1 to 4.
+pub fn default_encoders() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get() / 4)
+        .unwrap_or(1)
+        .clamp(1, 4)
+}
+
+impl Pipeline {
+    pub fn start(schema: Arc<Schema>, dtype: Dtype, encoders: usize) -> Result<Self> {
+        let encoders = encoders.max(1);
+        let shared = Arc::new(Shared {
+            in_flight: Mutex::new(0),
+            room: Condvar::new(),
+            error: Mutex::new(None),
+            failed: AtomicBool::new(false),
+        });
+        let (jobs, job_rx) = sync_channel::<Job>(encoders);
+        let job_rx = Arc::new(Mutex::new(job_rx));
+        let (steps, step_rx) = channel::<(u64, Step)>();
+        let mut handles = Vec::with_capacity(encoders);
+        for i in 0..encoders {
+            let (rx, tx, shared, schema) = (
+                job_rx.clone(),
+                steps.clone(),
+                shared.clone(),
+                schema.clone(),
+            );
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("glm5v-encode-{i}"))
+                    .spawn(move || encode_loop(&rx, &tx, &shared, &schema, dtype))
+                    .context("cannot start a Parquet encoder thread")?,
+            );
+        }
+        let ws = shared.clone();
+        let writer = std::thread::Builder::new()
+            .name("glm5v-write".into())
+            .spawn(move || write_loop(step_rx, &ws))
+            .context("cannot start the Parquet writer thread")?;
+        Ok(Self {
+            jobs: Some(jobs),
+            steps: Some(steps),
+            encoders: handles,
+            writer: Some(writer),
+            shared,
+            limit: encoders + 1,
+            next_seq: 0,
+        })
+    }
+
+    /// The pipeline's first error, if any.
+    pub fn check(&self) -> Result<()> {
+        match self.shared.error() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.next_seq - 1
+    }
+
+    fn step(&mut self, step: Step) -> Result<()> {
+        self.check()?;
+        let seq = self.seq();
+        self.steps
+            .as_ref()
+            .expect("running")
+            .send((seq, step))
+            .map_err(|_| self.stopped())
+    }
+
+    fn stopped(&self) -> anyhow::Error {
+        self.shared
+            .error()
+            .unwrap_or_else(|| anyhow!("the Parquet writer stopped"))
+    }
+
+    pub fn open(&mut self, shard: NewShard) -> Result<()> {
+        self.step(Step::Open(Box::new(shard)))
+    }
+
+    pub fn close(&mut self, footer: Vec<KeyValue>) -> Result<()> {
+        self.step(Step::Close(footer))
+    }
+
+    /// Hands a row group to the encoders, once fewer than the limit are in flight.
+    pub fn group(
+        &mut self,
+        factory: &Arc<ArrowRowGroupWriterFactory>,
+        index: usize,
+        rows: Vec<Row>,
+    ) -> Result<()> {
+        {
+            let mut n = self
+                .shared
+                .in_flight
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            while *n >= self.limit && !self.shared.failed.load(Ordering::SeqCst) {
+                n = self.shared.room.wait(n).unwrap_or_else(|p| p.into_inner());
+            }
+            *n += 1;
+        }
+        self.check()?;
+        let seq = self.seq();
+        let job = Job {
+            seq,
+            factory: factory.clone(),
+            index,
+            rows,
+        };
+        self.jobs
+            .as_ref()
+            .expect("running")
+            .send(job)
+            .map_err(|_| self.stopped())
+    }
+
+    /// Waits for every step handed over; the shards renamed into place.
+    pub fn finish(mut self) -> Result<usize> {
+        let written = self.join();
+        self.check()?;
+        written.ok_or_else(|| anyhow!("the Parquet writer thread panicked"))
+    }
+
+    fn join(&mut self) -> Option<usize> {
+        drop(self.jobs.take());
+        drop(self.steps.take());
+        for h in self.encoders.drain(..) {
+            if h.join().is_err() {
+                self.shared
+                    .fail(anyhow!("a Parquet encoder thread panicked"));
+            }
+        }
+        self.writer.take().and_then(|h| h.join().ok())
+    }
+}
+
+impl Drop for Pipeline {
+    /// A run that ends early (an error elsewhere) renames nothing more.
+    fn drop(&mut self) {
+        if self.writer.is_some() {
+            self.shared
+                .fail(anyhow!("the run ended before the dataset was finished"));
+            self.join();
+        }
+    }
+}
+
+fn encode_loop(
+    jobs: &Mutex<Receiver<Job>>,
+    steps: &Sender<(u64, Step)>,
+    shared: &Shared,
+    schema: &Arc<Schema>,
+    dtype: Dtype,
+) {
+    loop {
+        let job = match jobs.lock().unwrap_or_else(|p| p.into_inner()).recv() {
+            Ok(j) => j,
+            Err(_) => return,
+        };
+        if shared.failed.load(Ordering::SeqCst) {
+            continue;
+        }
+        let seq = job.seq;
+        match encode(job, schema, dtype) {
+            Ok(chunks) => {
+                if steps.send((seq, Step::Group(chunks))).is_err() {
+                    return;
+                }
+            }
+            Err(e) => shared.fail(e),
+        }
+    }
+}
+
+/// One row group's column chunks.
+fn encode(job: Job, schema: &Arc<Schema>, dtype: Dtype) -> Result<Vec<ArrowColumnChunk>> {
+    let batch = record_batch(schema, &job.rows, dtype)?;
+    drop(job.rows);
+    let mut writers = job.factory.create_column_writers(job.index)?;
+    let mut w = writers.iter_mut();
+    for (field, column) in schema.fields().iter().zip(batch.columns()) {
+        for leaf in compute_leaves(field, column)? {
+            w.next()
+                .context("a column writer for each leaf column")?
+                .write(&leaf)?;
+        }
+    }
+    drop(batch);
+    writers
+        .into_iter()
+        .map(|w| Ok(w.close()?))
+        .collect::<Result<Vec<_>>>()
+}
+
+/// The shard the writer thread is filling; its temporary file is removed unless it was handed
+/// to a closer.
+struct Open {
+    file: Option<SerializedFileWriter<File>>,
+    temp: PathBuf,
+    dest: PathBuf,
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            let _ = std::fs::remove_file(&self.temp);
+        }
+    }
+}
+
+fn write_loop(steps: Receiver<(u64, Step)>, shared: &Shared) -> usize {
+    let mut waiting = BTreeMap::new();
+    let mut next = 0u64;
+    let mut open: Option<Open> = None;
+    let mut closer: Option<JoinHandle<Result<()>>> = None;
+    let mut renamed = 0usize;
+    let mut join_closer = |closer: &mut Option<JoinHandle<Result<()>>>, renamed: &mut usize| {
+        if let Some(h) = closer.take() {
+            match h.join() {
+                Ok(Ok(())) => *renamed += 1,
+                Ok(Err(e)) => shared.fail(e),
+                Err(_) => shared.fail(anyhow!("a Parquet shard closer panicked")),
+            }
+        }
+    };
+    for (seq, step) in steps {
+        waiting.insert(seq, step);
+        while let Some(step) = waiting.remove(&next) {
+            next += 1;
+            let is_group = matches!(step, Step::Group(_));
+            if shared.failed.load(Ordering::SeqCst) {
+                discard(step);
+            } else if let Err(e) =
+                apply(step, &mut open, &mut closer, &mut join_closer, &mut renamed)
+            {
+                shared.fail(e);
+            }
+            if is_group {
+                shared.release();
+            }
+        }
+    }
+    join_closer(&mut closer, &mut renamed);
+    // after an error: what never came to its turn (a row group an encoder failed on holds
+    // up those after it), and the shard being filled, leave no temporary files
+    for (_, step) in std::mem::take(&mut waiting) {
+        discard(step);
+    }
+    drop(open);
+    renamed
+}
+
+/// A step not carried out (the run failed): a shard's temporary file is removed.
+fn discard(step: Step) {
+    if let Step::Open(s) = step {
+        drop(s.file);
+        let _ = std::fs::remove_file(&s.temp);
+    }
+}
+
+fn apply(
+    step: Step,
+    open: &mut Option<Open>,
+    closer: &mut Option<JoinHandle<Result<()>>>,
+    join_closer: &mut impl FnMut(&mut Option<JoinHandle<Result<()>>>, &mut usize),
+    renamed: &mut usize,
+) -> Result<()> {
+    match step {
+        Step::Open(s) => {
+            let s = *s;
+            *open = Some(Open {
+                file: Some(s.file),
+                temp: s.temp,
+                dest: s.dest,
+            });
+        }
+        Step::Group(chunks) => {
+            let shard = open.as_mut().context("a row group before its shard")?;
+            let file = shard.file.as_mut().expect("open");
+            let mut rg = file.next_row_group()?;
+            for c in chunks {
+                c.append_to_row_group(&mut rg)?;
+            }
+            rg.close()?;
+        }
+        Step::Close(footer) => {
+            let mut shard = open.take().context("a shard closed before it opened")?;
+            let mut file = shard.file.take().expect("open");
+            let (temp, dest) = (shard.temp.clone(), shard.dest.clone());
+            for kv in footer {
+                file.append_key_value_metadata(kv);
+            }
+            let written = file.into_inner();
+            // one shard's fsync at a time, beside the next shard's writing
+            join_closer(closer, renamed);
+            let handle = std::thread::Builder::new()
+                .name("glm5v-close-shard".into())
+                .spawn(move || -> Result<()> {
+                    let done = written
+                        .map_err(anyhow::Error::from)
+                        .and_then(|f| Ok(f.sync_all()?))
+                        .and_then(|()| {
+                            std::fs::rename(&temp, &dest)
+                                .with_context(|| format!("cannot write {}", dest.display()))
+                        });
+                    if done.is_err() {
+                        let _ = std::fs::remove_file(&temp);
+                    }
+                    done
+                })
+                .context("cannot start a thread to close a shard")?;
+            *closer = Some(handle);
+        }
+    }
+    Ok(())
+}
