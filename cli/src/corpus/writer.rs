@@ -402,6 +402,7 @@ fn apply(
                 c.append_to_row_group(&mut rg)?;
             }
             rg.close()?;
+            start_writeback(file.inner());
         }
         Step::Close(footer) => {
             let mut shard = open.take().context("a shard closed before it opened")?;
@@ -434,3 +435,19 @@ fn apply(
     }
     Ok(())
 }
+
+/// Starts the disk writes of what the file holds so far (Linux: `sync_file_range`, which only
+/// schedules them), so that the fsync closing the shard waits for its last row groups, not the
+/// whole shard: a run's last shard was 0.8-3.0 s of fsync at its end on the H100 host.
+#[cfg(target_os = "linux")]
+fn start_writeback(f: &File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a live descriptor; offset 0 and length 0 name the whole file. Advisory: a failure
+    // leaves the writes to the closing fsync, which reports errors.
+    unsafe {
+        libc::sync_file_range(f.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn start_writeback(_: &File) {}
