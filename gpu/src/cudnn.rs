@@ -174,7 +174,24 @@ pub struct Cudnn {
     /// Whether large calls time their candidates (off in the batch-invariant mode: a timed
     /// choice can differ from process to process).
     tune: std::sync::atomic::AtomicBool,
+    /// Variant packs already built (see [`Pack`]); `None` when `GLM5V_CUDNN_PACKS=0`.
+    packs: Option<Mutex<HashMap<PackKey, Pack>>>,
     pub version: usize,
+}
+
+/// What a variant pack binds: the plan's shape and the device addresses.
+type PackKey = (SdpaShape, [u64; 5]);
+
+/// Packs kept before the cache starts afresh (a few per segment length and buffer set).
+const MAX_PACKS: usize = 4096;
+
+/// A finalized variant pack and the scale it points to. A forward runs each segment's
+/// attention with the same q, k, v, output and workspace addresses in all its blocks (and a
+/// server's batches mostly reuse them), so a pack is built once and executed many times instead
+/// of built for every call (descriptor creation, three attributes, finalize).
+struct Pack {
+    desc: Desc,
+    _scale: Box<f32>,
 }
 
 /// Attention calls of at least this many FLOP choose their engine by timing every candidate
@@ -189,7 +206,10 @@ unsafe impl Sync for Cudnn {}
 
 impl Drop for Cudnn {
     fn drop(&mut self) {
-        // Plans first: they reference the handle.
+        // Packs and plans first: they reference the handle.
+        if let Some(Ok(mut p)) = self.packs.as_ref().map(|p| p.lock()) {
+            p.clear();
+        }
         if let Ok(mut p) = self.plans.lock() {
             p.clear();
         }
@@ -226,6 +246,8 @@ impl Cudnn {
             plans: Mutex::new(HashMap::new()),
             log: Mutex::new(Vec::new()),
             tune: std::sync::atomic::AtomicBool::new(true),
+            packs: (std::env::var("GLM5V_CUDNN_PACKS").as_deref() != Ok("0"))
+                .then(|| Mutex::new(HashMap::new())),
             version,
         })
     }
@@ -500,20 +522,44 @@ impl Cudnn {
         o: u64,
         workspace: u64,
     ) -> Result<(), GpuError> {
-        let scale: f32 = (s.head_dim as f32).powf(-0.5);
+        let ptrs = [q, k, v, o, workspace];
+        let exec = |pack: &Desc| {
+            // SAFETY: a finalized plan and variant pack whose device pointers cover the shapes
+            // the plan was built for (the caller's contract).
+            check("cudnnBackendExecute", unsafe {
+                dnn::cudnnBackendExecute(self.handle, p.plan.0, pack.0)
+            })
+        };
+        let Some(packs) = &self.packs else {
+            return exec(&Self::pack(s, ptrs)?.desc);
+        };
+        let mut packs = packs.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (s, ptrs);
+        if !packs.contains_key(&key) {
+            if packs.len() >= MAX_PACKS {
+                packs.clear();
+            }
+            packs.insert(key, Self::pack(s, ptrs)?);
+        }
+        exec(&packs[&key].desc)
+    }
+
+    /// A variant pack binding q, k, v, o (device addresses), the scale and the workspace.
+    fn pack(s: SdpaShape, [q, k, v, o, workspace]: [u64; 5]) -> Result<Pack, GpuError> {
+        let scale = Box::new((s.head_dim as f32).powf(-0.5));
         let uids = [UID_Q, UID_K, UID_V, UID_O, UID_SCALE];
         let ptrs: [*mut c_void; 5] = [
             q as *mut c_void,
             k as *mut c_void,
             v as *mut c_void,
             o as *mut c_void,
-            (&scale as *const f32).cast_mut().cast(),
+            (&*scale as *const f32).cast_mut().cast(),
         ];
         let pack = Desc::new(D::CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)?;
         pack.set_i64s(A::CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, &uids)?;
         let wsp = workspace as *mut c_void;
-        // SAFETY: 5 pointers and one workspace pointer; all outlive the execute call (the scale
-        // is read by value during it).
+        // SAFETY: 5 pointers and one workspace pointer, copied by cuDNN; the scale is boxed
+        // with the pack, so it lives as long as the pack does.
         unsafe {
             pack.set(
                 A::CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
@@ -528,10 +574,9 @@ impl Cudnn {
             )?;
         }
         pack.finalize("variant pack")?;
-        // SAFETY: a finalized plan and variant pack whose device pointers cover the shapes the
-        // plan was built for (the caller's contract).
-        check("cudnnBackendExecute", unsafe {
-            dnn::cudnnBackendExecute(self.handle, p.plan.0, pack.0)
+        Ok(Pack {
+            desc: pack,
+            _scale: scale,
         })
     }
 }
