@@ -521,6 +521,24 @@ impl Dev {
         Ok(buf)
     }
 
+    /// Copies `src` into `dst` in the tower's stream order without waiting for it (nor for
+    /// the work queued before it).
+    ///
+    /// # Safety
+    /// `src` is page-locked host memory that is neither written nor freed until the stream
+    /// has passed this copy; `dst` holds at least `src.len()` bytes.
+    pub unsafe fn htod_staged(&self, src: &[u8], dst: &DBuf) -> Result<(), GpuError> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: per the caller's contract (from page-locked memory the copy is asynchronous:
+        // no stream sync before it, unlike a pageable source).
+        unsafe {
+            cudarc::driver::result::memcpy_htod_async(dst.ptr, src, self.stream.cu_stream())
+                .map_err(|e| GpuError::cuda("cuMemcpyHtoDAsync (staged)", e))
+        }
+    }
+
     fn htod(&self, bytes: &[u8], dst: &DBuf) -> Result<(), GpuError> {
         if bytes.is_empty() {
             return Ok(());

@@ -110,7 +110,7 @@ impl QueuedTower for PoolTower {
     fn depth(&self) -> usize {
         self.0.tower().queue_depth()
     }
-    fn reserve(&self, rows: usize) -> Result<(), TowerError> {
+    fn reserve(&self, rows: usize) -> Result<bool, TowerError> {
         pooled(&self.0, |t| queue(t)?.reserve(rows))
     }
     fn enqueue(

@@ -36,12 +36,15 @@ pub struct Finished {
 pub trait QueuedTower: Send + Sync {
     /// Forwards that may be queued (enqueued and not yet finished) at once.
     fn depth(&self) -> usize;
-    /// Sets aside the staging memory for batches of up to `rows` patch rows now, so that no
-    /// forward waits for an allocation (page-locked memory costs tens of ms per hundred MB).
-    /// A larger batch later still runs (its memory is then grown). The default does nothing.
-    fn reserve(&self, rows: usize) -> Result<(), TowerError> {
+    /// Sets aside the staging memory of one more queue slot for batches of up to `rows` patch
+    /// rows now, so that no forward waits for an allocation (page-locked memory costs tens of
+    /// ms per hundred MB); `true` when a slot is still without it: call again, as the batcher
+    /// does after queueing its first forward, so that the next slot's allocation runs beside
+    /// that forward instead of before it. A larger batch later still runs (its memory is then
+    /// grown). The default sets nothing aside and returns `false`.
+    fn reserve(&self, rows: usize) -> Result<bool, TowerError> {
         let _ = rows;
-        Ok(())
+        Ok(false)
     }
     /// Queues the forward of a packed batch of `rows` patch rows with these grids: `fill` writes
     /// the `rows x patch_dim` pixel values (row-major, [`Tower::forward`]'s layout) into the

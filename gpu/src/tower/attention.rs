@@ -54,6 +54,13 @@ pub(super) const ATT_BQ: usize = 64;
 /// Queries per block of the tensor-core kernels (`MMA_BQ` of kernels/attention.cu).
 pub(super) const MMA_BQ: usize = 128;
 
+/// Values of page-locked staging that a forward of `rows` tokens' geometry needs at most: the
+/// rope tables (`rows` x `head_dim` each) and the query tiles (4 values a tile, at most one
+/// tile a token).
+pub(super) fn geo_stage_len(rows: usize, head_dim: usize) -> usize {
+    rows * (2 * head_dim + 4)
+}
+
 /// Consecutive segments of one length: tokens `start..start + batch * len`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Run {
@@ -112,6 +119,7 @@ impl GpuTower {
         sin: &Array2<f32>,
         cu: &[usize],
         keep_host: bool,
+        stage: Option<&mut [f32]>,
     ) -> Result<Geo, GpuError> {
         let n = cos.nrows();
         if n > i32::MAX as usize / 4 {
@@ -163,16 +171,50 @@ impl GpuTower {
         } else {
             None
         };
+        let (cos_d, sin_d, tiles_d) = match stage {
+            // page-locked staging the caller keeps until this forward is done: copies in stream
+            // order, without waiting for the forward before (a queued forward's geometry)
+            Some(stage) if stage.len() >= 2 * cos.len() + tiles.len() => {
+                let (c, rest) = stage.split_at_mut(cos.len());
+                let (s, rest) = rest.split_at_mut(sin.len());
+                let t = &mut rest[..tiles.len()];
+                let copy = |from: &Array2<f32>, to: &mut [f32]| match from.as_slice() {
+                    Some(v) => to.copy_from_slice(v),
+                    None => to.copy_from_slice(&cs(from)),
+                };
+                copy(cos, c);
+                copy(sin, s);
+                for (to, &v) in t.iter_mut().zip(&tiles) {
+                    *to = f32::from_bits(v as u32);
+                }
+                let cos_d = self.dev.alloc("rope cos", cos.len(), Dt::F32)?;
+                let sin_d = self.dev.alloc("rope sin", sin.len(), Dt::F32)?;
+                let tiles_d = self.dev.alloc("attention tiles", tiles.len(), Dt::I32)?;
+                // SAFETY: the staging is page-locked and untouched until the forward is done
+                // (the caller's contract); each buffer holds its slice.
+                unsafe {
+                    self.dev.htod_staged(bytemuck::cast_slice(c), &cos_d)?;
+                    self.dev.htod_staged(bytemuck::cast_slice(s), &sin_d)?;
+                    self.dev.htod_staged(bytemuck::cast_slice(t), &tiles_d)?;
+                }
+                (cos_d, sin_d, tiles_d)
+            }
+            _ => (
+                self.dev.upload_f32("rope cos", &cs(cos), Dt::F32)?,
+                self.dev.upload_f32("rope sin", &cs(sin), Dt::F32)?,
+                self.dev.upload_i32("attention tiles", &tiles)?,
+            ),
+        };
         Ok(Geo {
             runs,
             stride,
             dnn_ws,
             dnn_out,
             n,
-            cos: self.dev.upload_f32("rope cos", &cs(cos), Dt::F32)?,
-            sin: self.dev.upload_f32("rope sin", &cs(sin), Dt::F32)?,
+            cos: cos_d,
+            sin: sin_d,
             ntiles: tiles.len() / 4,
-            tiles: self.dev.upload_i32("attention tiles", &tiles)?,
+            tiles: tiles_d,
             host_cos_sin: if keep_host {
                 Some((cos.clone(), sin.clone()))
             } else {
@@ -309,13 +351,30 @@ impl GpuTower {
         grid_thw: &[Grid],
         keep_host: bool,
     ) -> Result<Geo, GpuError> {
+        self.geo_staged(grid_thw, keep_host, None)
+    }
+
+    /// [`Self::geo_for_grids`], its tables copied through `stage` (page-locked, at least
+    /// [`geo_stage_len`] values, untouched until the forward is done) when given.
+    pub(super) fn geo_staged(
+        &self,
+        grid_thw: &[Grid],
+        keep_host: bool,
+        stage: Option<&mut [f32]>,
+    ) -> Result<Geo, GpuError> {
         let pos = geometry::positions(grid_thw, self.cfg.spatial_merge_size);
         let (cos, sin) = rope::tables::<f32>(
             &pos,
             self.cfg.head_dim(),
             self.cfg.rope_parameters.rope_theta,
         );
-        self.geo(&cos, &sin, &geometry::cu_seqlens(grid_thw), keep_host)
+        self.geo(
+            &cos,
+            &sin,
+            &geometry::cu_seqlens(grid_thw),
+            keep_host,
+            stage,
+        )
     }
 
     /// The attention of block `i` on `ws.xn` (its norm1 output, in the qkv GEMM's input type):

@@ -398,7 +398,7 @@ impl Tower for GpuTower {
         check_shape("rope sin", sin.dim(), (n, hd))?;
         geometry::validate_cu_seqlens(cu_seqlens, n)?;
         let _g = self.guard();
-        let geo = self.geo(&cos.to_owned(), &sin.to_owned(), cu_seqlens, false)?;
+        let geo = self.geo(&cos.to_owned(), &sin.to_owned(), cu_seqlens, false, None)?;
         let ws = self.ws(n, geo.stride, &taps)?;
         let h = hidden.as_standard_layout();
         self.dev

@@ -13,7 +13,7 @@
 //! [`GpuTower::forward_gpu`], pageable copies and all: for A/B timing).
 
 use super::GpuTower;
-use super::attention::Geo;
+use super::attention::{Geo, geo_stage_len};
 use crate::device::{DBuf, Dt};
 use crate::error::GpuError;
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, result, sys};
@@ -115,6 +115,9 @@ struct Job {
 struct Slot {
     host_in: Option<Pinned>,
     host_out: Option<Pinned>,
+    /// A plain forward's geometry (rope tables, query tiles) on its way to the device: from
+    /// page-locked memory its copies need not wait for the forward before.
+    host_geo: Option<Pinned>,
     dev_in: Option<DBuf>,
     dev_out: Option<DBuf>,
     /// Recorded on the upload stream around the pixels' copy (timing); on the tower's stream
@@ -151,6 +154,7 @@ impl Queue {
             slots.push(Slot {
                 host_in: None,
                 host_out: None,
+                host_geo: None,
                 dev_in: None,
                 dev_out: None,
                 upload_began: event(F::CU_EVENT_DEFAULT)?,
@@ -249,6 +253,12 @@ impl GpuTower {
             |b| b.len,
             |n| Pinned::new(ctx, n, "staged embeddings"),
         )?;
+        at_least(
+            &mut slot.host_geo,
+            geo_stage_len(rows, self.cfg.head_dim()),
+            |b| b.len,
+            |n| Pinned::new(ctx, n, "staged geometry"),
+        )?;
         let grown_in = at_least(
             &mut slot.dev_in,
             rows * p,
@@ -268,15 +278,25 @@ impl GpuTower {
         Ok(())
     }
 
-    fn reserve_gpu(&self, rows: usize) -> Result<(), GpuError> {
+    /// Staging for `rows` rows in the first free slot without it; whether another slot still
+    /// lacks it.
+    fn reserve_gpu(&self, rows: usize) -> Result<bool, GpuError> {
+        let (p, o) = (self.cfg.patch_dim(), self.cfg.out_hidden_size);
+        let g = rows / self.cfg.merge_unit();
+        let geo = geo_stage_len(rows, self.cfg.head_dim());
+        let short = |s: &Slot| {
+            s.host_in.as_ref().is_none_or(|b| b.len < rows * p)
+                || s.host_out.as_ref().is_none_or(|b| b.len < g * o)
+                || s.host_geo.as_ref().is_none_or(|b| b.len < geo)
+        };
         self.dev.bind()?;
         let mut q = self.queue_guard();
         let log = Log::start();
-        for slot in q.slots.iter_mut().filter(|s| s.job.is_none()) {
+        if let Some(slot) = q.slots.iter_mut().find(|s| s.job.is_none() && short(s)) {
             self.slot_buffers(slot, rows)?;
+            log.line(|| format!("reserved {rows} rows for a slot in {:.1} ms", log.lap()));
         }
-        log.line(|| format!("reserved {rows} rows a slot in {:.1} ms", log.lap()));
-        Ok(())
+        Ok(q.slots.iter().any(short))
     }
 
     fn enqueue_gpu(
@@ -328,6 +348,7 @@ impl GpuTower {
             .record(&q.up)
             .map_err(|e| GpuError::cuda("cuEventRecord", e))?;
         let stream = &dev.stream;
+        let mut t_geo = 0.0;
         let plain = {
             let mut st = self.guard();
             let t_lock = log.lap();
@@ -345,8 +366,12 @@ impl GpuTower {
                     None
                 }
                 None => {
-                    // the geometry's uploads wait for the tower's stream: the forward before
-                    let geo = self.geo_for_grids(grids, false)?;
+                    // the geometry goes through the slot's page-locked staging: its copies
+                    // are queued behind the forward before instead of waiting for it
+                    let stage = slot.host_geo.as_mut().expect("allocated above");
+                    let len = geo_stage_len(rows, cfg.head_dim());
+                    let geo = self.geo_staged(grids, false, Some(stage.slice_mut(len)))?;
+                    t_geo = log.lap();
                     stream
                         .wait(&slot.uploaded)
                         .map_err(|e| GpuError::cuda("cuStreamWaitEvent", e))?;
@@ -380,7 +405,8 @@ impl GpuTower {
             log.line(|| {
                 format!(
                     "enqueue {ticket:?}: {rows} rows, {} grids, {}: buffers {t_alloc:.1} ms, \
-                     fill {t_fill:.1} ms, lock {t_lock:.1} ms, geometry and launch {:.1} ms",
+                     fill {t_fill:.1} ms, lock {t_lock:.1} ms, geometry {t_geo:.1} ms, \
+                     launch {:.1} ms",
                     grids.len(),
                     if plain.is_some() { "plain" } else { "graph" },
                     log.lap()
@@ -453,7 +479,7 @@ impl QueuedTower for GpuTower {
         SLOTS
     }
 
-    fn reserve(&self, rows: usize) -> Result<(), TowerError> {
+    fn reserve(&self, rows: usize) -> Result<bool, TowerError> {
         Ok(self.reserve_gpu(rows)?)
     }
 

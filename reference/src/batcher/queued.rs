@@ -134,14 +134,23 @@ pub(super) fn worker_loop(
     worker: usize,
 ) {
     let depth = queue.depth().max(1);
-    // staging for the largest batch the budget allows, before the first input
+    // staging for the largest batch the budget allows: one slot's before the first input,
+    // the next ones' each after a forward is queued (beside it, not before it)
     let rows = shared
         .options
         .max_batch_tokens
         .saturating_mul(shared.merge_unit);
-    if let Err(e) = queue.reserve(rows) {
-        eprintln!("glm5v: worker {worker}: staging memory not set aside ({e}); it grows per batch");
-    }
+    let reserve = |more: &mut bool| match queue.reserve(rows) {
+        Ok(m) => *more = m,
+        Err(e) => {
+            *more = false;
+            eprintln!(
+                "glm5v: worker {worker}: staging memory not set aside ({e}); it grows per batch"
+            );
+        }
+    };
+    let mut reserving = true;
+    reserve(&mut reserving);
     let mut in_flight: VecDeque<InFlight> = VecDeque::new();
     let mut pace = Pace::default();
     loop {
@@ -152,6 +161,9 @@ pub(super) fn worker_loop(
                     let after = in_flight.back().map(|f| f.expected_end);
                     if let Some(f) = enqueue(shared, embedder, queue, batch, after, &pace) {
                         in_flight.push_back(f);
+                        if reserving {
+                            reserve(&mut reserving);
+                        }
                     }
                     continue;
                 }
