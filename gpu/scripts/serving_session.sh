@@ -16,6 +16,8 @@
 #   corpus-ab      320 photos of six sizes, planning before/after (alternating), with cuDNN's
 #                  plan log and the queue's phases
 #   corpus-output  640 photos: f32 rows, bf16 rows, one safetensors file (what bounds a run)
+#   corpus-long    the 640 photos listed 4 times (bf16 and f32 rows, with the queue's phases)
+#                  and 16 times (bf16 rows): how busy the GPU is over a long run
 #   cpu-amx        the CPU bf16 default on the host's AMX, pinned to 2 cores, against upstream
 # Logs go to $OUT (default /tmp/glm5v-session).
 set -u
@@ -88,6 +90,19 @@ for step in "$@"; do
                 | tail -1 | sed "s/^/$o: /"
             rm -rf /tmp/glm5v-y.parquet /tmp/glm5v-y.safetensors
         done ;;
+    corpus-long)
+        d=$(photos 640)
+        for k in 4 16; do for i in $(seq $k); do ls -d "$d"/*; done > "/tmp/glm5v-list-$k.txt"; done
+        for o in bf16 f32; do
+            rm -rf /tmp/glm5v-y.parquet
+            GLM5V_GPU_QUEUE_LOG=1 timeout 120 "$B" embed --model "$MODEL" --backend gpu @/tmp/glm5v-list-4.txt \
+                --out /tmp/glm5v-y.parquet --out-dtype $o --batch-tokens 16384 --quiet > "$OUT/corpus_long_$o.log" 2>&1
+            tail -1 "$OUT/corpus_long_$o.log" | sed "s/^/2560 $o: /"
+        done
+        rm -rf /tmp/glm5v-y.parquet
+        timeout 200 "$B" embed --model "$MODEL" --backend gpu @/tmp/glm5v-list-16.txt --out /tmp/glm5v-y.parquet \
+            --out-dtype bf16 --batch-tokens 16384 --quiet 2>&1 | tail -1 | sed "s/^/10240 bf16: /"
+        rm -rf /tmp/glm5v-y.parquet ;;
     cpu-amx)
         timeout 150 taskset -c 2,3 env RAYON_NUM_THREADS=2 "$B" conformance --suite tower \
             > "$OUT/conf_cpu.log" 2>&1; echo "rc $?"
@@ -96,6 +111,6 @@ for step in "$@"; do
             --python python3 --model "$MODEL" --precision bf16 --grids 8,32 --reps 3 \
             > "$OUT/bench_cpu.log" 2>&1; echo "rc $?"
         tail -8 "$OUT/bench_cpu.log" ;;
-    *) echo "unknown step $step (tests gpu serve corpus corpus-ab corpus-output cpu-amx)"; exit 2 ;;
+    *) echo "unknown step $step (tests gpu serve corpus corpus-ab corpus-output corpus-long cpu-amx)"; exit 2 ;;
     esac
 done
