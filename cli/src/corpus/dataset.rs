@@ -125,6 +125,7 @@ pub struct Dataset {
 /// The shard being filled, as this side sees it.
 struct Shard {
     factory: Arc<ArrowRowGroupWriterFactory>,
+    dest: Arc<PathBuf>,
     rows: usize,
     groups: usize,
     sources: Vec<serde_json::Value>,
@@ -258,7 +259,8 @@ impl Dataset {
         let shard = self.shard.as_mut().expect("a group belongs to a shard");
         let rows = std::mem::take(&mut self.group);
         self.group_bytes = 0;
-        self.pipeline.group(&shard.factory, shard.groups, rows)?;
+        self.pipeline
+            .group(&shard.factory, &shard.dest, shard.groups, rows)?;
         shard.groups += 1;
         Ok(())
     }
@@ -278,9 +280,11 @@ impl Dataset {
             }
         };
         let factory = Arc::new(ArrowRowGroupWriterFactory::new(&file, self.schema.clone()));
+        let shard_dest = Arc::new(dest.clone());
         self.pipeline.open(NewShard { file, temp, dest })?;
         Ok(Shard {
             factory,
+            dest: shard_dest,
             rows: 0,
             groups: 0,
             sources: Vec::new(),

@@ -55,6 +55,8 @@ struct Job {
     /// The row group's index within its shard.
     index: usize,
     rows: Vec<Row>,
+    /// The shard it goes to (for errors).
+    dest: Arc<PathBuf>,
 }
 
 /// What the writer thread takes, in `seq` order.
@@ -81,8 +83,11 @@ impl Shared {
         if slot.is_none() {
             *slot = Some(format!("{e:#}"));
         }
-        self.failed.store(true, Ordering::SeqCst);
         drop(slot);
+        // under the lock `group` checks `failed` with: it cannot miss this wakeup
+        let room = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        self.failed.store(true, Ordering::SeqCst);
+        drop(room);
         self.room.notify_all();
     }
 
@@ -99,6 +104,19 @@ impl Shared {
         *n = n.saturating_sub(1);
         drop(n);
         self.room.notify_all();
+    }
+}
+
+/// Fails the pipeline when the thread holding it unwinds (a panic in an encoder or the writer
+/// would otherwise leave the receiving thread waiting for room that never comes).
+struct PanicGuard<'a>(&'a Shared, &'static str);
+
+impl Drop for PanicGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0
+                .fail(anyhow!("the Parquet {} thread panicked", self.1));
+        }
     }
 }
 
@@ -194,7 +212,13 @@ impl Pipeline {
     }
 
     pub fn open(&mut self, shard: NewShard) -> Result<()> {
-        self.step(Step::Open(Box::new(shard)))
+        let temp = shard.temp.clone();
+        let r = self.step(Step::Open(Box::new(shard)));
+        if r.is_err() {
+            // not handed over (the step was dropped with its file): nothing else removes it
+            let _ = std::fs::remove_file(&temp);
+        }
+        r
     }
 
     pub fn close(&mut self, footer: Vec<KeyValue>) -> Result<()> {
@@ -205,6 +229,7 @@ impl Pipeline {
     pub fn group(
         &mut self,
         factory: &Arc<ArrowRowGroupWriterFactory>,
+        dest: &Arc<PathBuf>,
         index: usize,
         rows: Vec<Row>,
     ) -> Result<()> {
@@ -226,6 +251,7 @@ impl Pipeline {
             factory: factory.clone(),
             index,
             rows,
+            dest: dest.clone(),
         };
         self.jobs
             .as_ref()
@@ -255,7 +281,8 @@ impl Pipeline {
 }
 
 impl Drop for Pipeline {
-    /// A run that ends early (an error elsewhere) renames nothing more.
+    /// A run that ends early (an error elsewhere) starts no more shard closes (one already
+    /// closing, whole, is still renamed into place).
     fn drop(&mut self) {
         if self.writer.is_some() {
             self.shared
@@ -272,6 +299,7 @@ fn encode_loop(
     schema: &Arc<Schema>,
     dtype: Dtype,
 ) {
+    let _guard = PanicGuard(shared, "encoder");
     loop {
         let job = match jobs.lock().unwrap_or_else(|p| p.into_inner()).recv() {
             Ok(j) => j,
@@ -280,14 +308,15 @@ fn encode_loop(
         if shared.failed.load(Ordering::SeqCst) {
             continue;
         }
-        let seq = job.seq;
+        let (seq, dest) = (job.seq, job.dest.clone());
         match encode(job, schema, dtype) {
             Ok(chunks) => {
                 if steps.send((seq, Step::Group(chunks))).is_err() {
+                    shared.fail(anyhow!("the Parquet writer thread stopped"));
                     return;
                 }
             }
-            Err(e) => shared.fail(e),
+            Err(e) => shared.fail(e.context(format!("cannot write {}", dest.display()))),
         }
     }
 }
@@ -329,6 +358,7 @@ impl Drop for Open {
 }
 
 fn write_loop(steps: Receiver<(u64, Step)>, shared: &Shared) -> usize {
+    let _guard = PanicGuard(shared, "writer");
     let mut waiting = BTreeMap::new();
     let mut next = 0u64;
     let mut open: Option<Open> = None;
@@ -350,9 +380,14 @@ fn write_loop(steps: Receiver<(u64, Step)>, shared: &Shared) -> usize {
             let is_group = matches!(step, Step::Group(_));
             if shared.failed.load(Ordering::SeqCst) {
                 discard(step);
-            } else if let Err(e) =
-                apply(step, &mut open, &mut closer, &mut join_closer, &mut renamed)
-            {
+            } else if let Err(e) = apply(
+                step,
+                shared,
+                &mut open,
+                &mut closer,
+                &mut join_closer,
+                &mut renamed,
+            ) {
                 shared.fail(e);
             }
             if is_group {
@@ -380,6 +415,7 @@ fn discard(step: Step) {
 
 fn apply(
     step: Step,
+    shared: &Shared,
     open: &mut Option<Open>,
     closer: &mut Option<JoinHandle<Result<()>>>,
     join_closer: &mut impl FnMut(&mut Option<JoinHandle<Result<()>>>, &mut usize),
@@ -397,11 +433,15 @@ fn apply(
         Step::Group(chunks) => {
             let shard = open.as_mut().context("a row group before its shard")?;
             let file = shard.file.as_mut().expect("open");
-            let mut rg = file.next_row_group()?;
-            for c in chunks {
-                c.append_to_row_group(&mut rg)?;
-            }
-            rg.close()?;
+            let append = |file: &mut SerializedFileWriter<File>| -> Result<()> {
+                let mut rg = file.next_row_group()?;
+                for c in chunks {
+                    c.append_to_row_group(&mut rg)?;
+                }
+                rg.close()?;
+                Ok(())
+            };
+            append(file).with_context(|| format!("cannot write {}", shard.temp.display()))?;
             start_writeback(file.inner());
         }
         Step::Close(footer) => {
@@ -411,15 +451,26 @@ fn apply(
             for kv in footer {
                 file.append_key_value_metadata(kv);
             }
-            let written = file.into_inner();
+            let written = file
+                .into_inner()
+                .with_context(|| format!("cannot write {}", temp.display()));
             // one shard's fsync at a time, beside the next shard's writing
             join_closer(closer, renamed);
+            if shared.failed.load(Ordering::SeqCst) {
+                // the shard before failed to close: rename none after it
+                drop(written);
+                let _ = std::fs::remove_file(&temp);
+                return Ok(());
+            }
+            let cleanup = temp.clone();
             let handle = std::thread::Builder::new()
                 .name("glm5v-close-shard".into())
                 .spawn(move || -> Result<()> {
                     let done = written
-                        .map_err(anyhow::Error::from)
-                        .and_then(|f| Ok(f.sync_all()?))
+                        .and_then(|f| {
+                            f.sync_all()
+                                .with_context(|| format!("cannot write {}", temp.display()))
+                        })
                         .and_then(|()| {
                             std::fs::rename(&temp, &dest)
                                 .with_context(|| format!("cannot write {}", dest.display()))
@@ -429,7 +480,10 @@ fn apply(
                     }
                     done
                 })
-                .context("cannot start a thread to close a shard")?;
+                .map_err(|e| {
+                    let _ = std::fs::remove_file(&cleanup);
+                    anyhow!("cannot start a thread to close {}: {e}", cleanup.display())
+                })?;
             *closer = Some(handle);
         }
     }
