@@ -207,12 +207,10 @@ unsafe impl Sync for Cudnn {}
 impl Drop for Cudnn {
     fn drop(&mut self) {
         // Packs and plans first: they reference the handle.
-        if let Some(Ok(mut p)) = self.packs.as_ref().map(|p| p.lock()) {
-            p.clear();
+        if let Some(p) = &self.packs {
+            p.lock().unwrap_or_else(|e| e.into_inner()).clear();
         }
-        if let Ok(mut p) = self.plans.lock() {
-            p.clear();
-        }
+        self.plans.lock().unwrap_or_else(|e| e.into_inner()).clear();
         // SAFETY: created by cudnnCreate, destroyed once.
         unsafe { dnn::cudnnDestroy(self.handle) };
     }

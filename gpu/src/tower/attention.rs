@@ -174,7 +174,7 @@ impl GpuTower {
         let (cos_d, sin_d, tiles_d) = match stage {
             // page-locked staging the caller keeps until this forward is done: copies in stream
             // order, without waiting for the forward before (a queued forward's geometry)
-            Some(stage) if stage.len() >= 2 * cos.len() + tiles.len() => {
+            Some(stage) if stage.len() >= cos.len() + sin.len() + tiles.len() => {
                 let (c, rest) = stage.split_at_mut(cos.len());
                 let (s, rest) = rest.split_at_mut(sin.len());
                 let t = &mut rest[..tiles.len()];

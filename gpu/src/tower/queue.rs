@@ -118,6 +118,10 @@ struct Slot {
     /// A plain forward's geometry (rope tables, query tiles) on its way to the device: from
     /// page-locked memory its copies need not wait for the forward before.
     host_geo: Option<Pinned>,
+    /// Copies from `host_geo` may be queued on the tower's stream without a job to finish
+    /// them (an enqueue that failed after staging its geometry): wait for that stream before
+    /// the staging is written or freed again.
+    geo_pending: bool,
     dev_in: Option<DBuf>,
     dev_out: Option<DBuf>,
     /// Recorded on the upload stream around the pixels' copy (timing); on the tower's stream
@@ -132,6 +136,8 @@ struct Slot {
 
 /// The queue's streams and slots (under the tower's `queue` lock).
 pub(super) struct Queue {
+    /// The tower's stream (the staged geometry's copies run on it).
+    tower: Arc<CudaStream>,
     up: Arc<CudaStream>,
     down: Arc<CudaStream>,
     slots: Vec<Slot>,
@@ -139,7 +145,7 @@ pub(super) struct Queue {
 }
 
 impl Queue {
-    pub(super) fn new(ctx: &Arc<CudaContext>) -> Result<Self, GpuError> {
+    pub(super) fn new(ctx: &Arc<CudaContext>, tower: &Arc<CudaStream>) -> Result<Self, GpuError> {
         let stream = || {
             ctx.new_stream()
                 .map_err(|e| GpuError::cuda("cuStreamCreate", e))
@@ -155,6 +161,7 @@ impl Queue {
                 host_in: None,
                 host_out: None,
                 host_geo: None,
+                geo_pending: false,
                 dev_in: None,
                 dev_out: None,
                 upload_began: event(F::CU_EVENT_DEFAULT)?,
@@ -167,6 +174,7 @@ impl Queue {
             });
         }
         Ok(Self {
+            tower: tower.clone(),
             up: stream()?,
             down: stream()?,
             slots,
@@ -178,6 +186,7 @@ impl Queue {
 impl Drop for Queue {
     fn drop(&mut self) {
         // no copy may still read or write a slot's memory when it is freed
+        let _ = self.tower.synchronize();
         let _ = self.up.synchronize();
         let _ = self.down.synchronize();
     }
@@ -236,6 +245,10 @@ impl GpuTower {
         for (e, what) in [(&slot.uploaded, "upload"), (&slot.downloaded, "download")] {
             e.synchronize()
                 .map_err(|e| GpuError::cuda(format!("queued {what} (event synchronize)"), e))?;
+        }
+        if slot.geo_pending {
+            self.dev.sync("a failed queued forward's staged geometry")?;
+            slot.geo_pending = false;
         }
         let dev = &self.dev;
         let (p, o) = (self.cfg.patch_dim(), self.cfg.out_hidden_size);
@@ -370,6 +383,8 @@ impl GpuTower {
                     // are queued behind the forward before instead of waiting for it
                     let stage = slot.host_geo.as_mut().expect("allocated above");
                     let len = geo_stage_len(rows, cfg.head_dim());
+                    // cleared when the job is kept (its finish waits for these copies)
+                    slot.geo_pending = true;
                     let geo = self.geo_staged(grids, false, Some(stage.slice_mut(len)))?;
                     t_geo = log.lap();
                     stream
@@ -415,6 +430,7 @@ impl GpuTower {
             plain
         };
         slot.job = Some(Job { ticket, g, plain });
+        slot.geo_pending = false;
         Ok(ticket)
     }
 

@@ -196,7 +196,7 @@ impl GpuTower {
             m_gate_up_w: up("merger.gate_up.weight".into(), &m(&mw.gate_up_w), act)?,
             m_down_w: up("merger.down_proj.weight".into(), &m(&mw.down_w), act)?,
         };
-        let queue = Mutex::new(super::queue::Queue::new(&dev.ctx)?);
+        let queue = Mutex::new(super::queue::Queue::new(&dev.ctx, &dev.stream)?);
         Ok(Self {
             cfg,
             precision: options.precision,
