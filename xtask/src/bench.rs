@@ -1,4 +1,4 @@
-//! `cargo xtask bench prep|cpu|gpu|serve|corpus|batcher|python`: our code against upstream's on the same
+//! `cargo xtask bench prep|cpu|gpu|serve|corpus|batcher|writer|python`: our code against upstream's on the same
 //! inputs, same run. `python` runs `python/bench.sh` (the wheel built, then `python -m glm5v.bench` in the
 //! fixture venv: ours and upstream's processor in one process).
 //!
@@ -21,9 +21,9 @@ pub fn run(args: &[String]) -> Result<bool> {
                 .args(&args[1..]);
             return run_status(cmd);
         }
-        Some("prep" | "cpu" | "gpu" | "serve" | "corpus" | "batcher" | "--backend") => {}
+        Some("prep" | "cpu" | "gpu" | "serve" | "corpus" | "batcher" | "writer" | "--backend") => {}
         _ => bail!(
-            "usage: cargo xtask bench prep|cpu|gpu|serve|corpus|batcher [glm5v bench options, e.g. --reps 3 \
+            "usage: cargo xtask bench prep|cpu|gpu|serve|corpus|batcher|writer [glm5v bench options, e.g. --reps 3 \
              --grids 8,32 --cases 1008,16x448 --concurrency 8 --duration 30 --sustain 300 --count 200], \
              or cargo xtask bench python [python -m glm5v.bench options]"
         ),

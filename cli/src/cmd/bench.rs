@@ -22,6 +22,7 @@ mod batcher;
 mod cpu;
 mod load;
 mod stages;
+mod writer;
 
 const SCRIPT: &str = include_str!("../../scripts/bench_upstream.py");
 
@@ -47,12 +48,15 @@ const SCRIPT: &str = include_str!("../../scripts/bench_upstream.py");
 /// pixels and writes its output (no arithmetic: the host's share of a GPU forward and a ceiling
 /// on images/s for this host), or with `--backend cpu|gpu` the real tower (--model, else the
 /// synthetic full checkpoint). `bench gpu` ends with the same cases on the GPU tower.
+/// writer: the corpus dataset's writing alone, --count rows of a 672x448 photo's embeddings
+/// (6 MiB in f32) in f32 and bf16, each beside a plain write of the same bytes (the disk's rate),
+/// into --dir.
 /// serve and corpus take `--backend cpu|gpu` for the side they run on.
 /// `--backend cpu|gpu` is another spelling of the cpu / gpu benchmark.
 #[derive(clap::Args)]
 pub struct Args {
     /// What to measure (or give --backend cpu|gpu instead).
-    #[arg(value_parser = ["prep", "cpu", "gpu", "serve", "corpus", "batcher"], required_unless_present = "backend")]
+    #[arg(value_parser = ["prep", "cpu", "gpu", "serve", "corpus", "batcher", "writer"], required_unless_present = "backend")]
     what: Option<String>,
     /// The tower benchmark to run: `--backend gpu` is `bench gpu`, `--backend cpu` is `bench cpu`.
     #[arg(long, value_parser = ["cpu", "gpu"])]
@@ -95,13 +99,17 @@ pub struct Args {
     /// serve: seconds of load per turn and side.
     #[arg(long, default_value_t = 30.0)]
     duration: f64,
-    /// serve, corpus, batcher: turns per side (the sides alternate).
+    /// serve, corpus, batcher, writer: turns per side (the sides alternate).
     #[arg(long, default_value_t = 2)]
     turns: usize,
     /// serve: then our server alone for this many seconds, RSS sampled every second (0: skip).
     #[arg(long, default_value_t = 0.0)]
     sustain: f64,
-    /// corpus, batcher: photos to embed.
+    /// writer: the directory written into (its disk is what is measured; default: a temporary
+    /// directory under $TMPDIR).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// corpus, batcher: photos to embed; writer: rows to write.
     #[arg(long, default_value_t = 200)]
     count: usize,
     /// corpus: images per batch of upstream's loop.
@@ -121,7 +129,9 @@ impl Args {
     fn what(&self) -> anyhow::Result<&str> {
         match (self.what.as_deref(), self.backend.as_deref()) {
             // serve and corpus run on either backend
-            (Some(w), Some(b)) if w != b && !matches!(w, "serve" | "corpus" | "batcher") => {
+            (Some(w), Some(b))
+                if w != b && !matches!(w, "serve" | "corpus" | "batcher" | "writer") =>
+            {
                 bail!("`bench {w}` and `--backend {b}` disagree: give one of them")
             }
             (Some(w), _) => Ok(w),
@@ -366,6 +376,15 @@ pub fn run(args: Args) -> CmdResult {
     }
     if what == "gpu" {
         return Ok(bench_gpu(&args)?);
+    }
+    if what == "writer" {
+        let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
+        let dir = tempfile::Builder::new()
+            .prefix("glm5v-bench-")
+            .tempdir_in(&parent)
+            .map_err(|e| anyhow::anyhow!("--dir {}: {e}", parent.display()))?;
+        writer::bench_writer(&args, dir.path())?;
+        return Ok(());
     }
     if what == "batcher" {
         let dir = tempfile::Builder::new().prefix("glm5v-bench-").tempdir()?;

@@ -222,7 +222,7 @@ pub(super) fn photo_inputs(dir: &Path) -> Result<Vec<ImageSource>> {
         .collect()
 }
 
-fn cpu_name() -> String {
+pub(super) fn cpu_name() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|c| {
