@@ -425,10 +425,8 @@ fn embedding_column(rows: &[Row], dtype: Dtype) -> Result<BinaryArray> {
                     }
                 }
             };
-            match e.as_slice() {
-                Some(v) => put(v, out),
-                None => put(e.as_standard_layout().as_slice().expect("standard"), out),
-            }
+            // a view of the rows as they are when already row-major (no copy)
+            put(e.as_standard_layout().as_slice().expect("standard"), out);
             at += n;
         }
         offsets.push(i32::try_from(at).context("a row group's embeddings over 2 GiB")?);

@@ -361,17 +361,11 @@ fn write_loop(steps: Receiver<(u64, Step)>, shared: &Shared) -> usize {
     let _guard = PanicGuard(shared, "writer");
     let mut waiting = BTreeMap::new();
     let mut next = 0u64;
-    let mut open: Option<Open> = None;
-    let mut closer: Option<JoinHandle<Result<()>>> = None;
-    let mut renamed = 0usize;
-    let mut join_closer = |closer: &mut Option<JoinHandle<Result<()>>>, renamed: &mut usize| {
-        if let Some(h) = closer.take() {
-            match h.join() {
-                Ok(Ok(())) => *renamed += 1,
-                Ok(Err(e)) => shared.fail(e),
-                Err(_) => shared.fail(anyhow!("a Parquet shard closer panicked")),
-            }
-        }
+    let mut w = Writer {
+        shared,
+        open: None,
+        closer: None,
+        renamed: 0,
     };
     for (seq, step) in steps {
         waiting.insert(seq, step);
@@ -380,14 +374,7 @@ fn write_loop(steps: Receiver<(u64, Step)>, shared: &Shared) -> usize {
             let is_group = matches!(step, Step::Group(_));
             if shared.failed.load(Ordering::SeqCst) {
                 discard(step);
-            } else if let Err(e) = apply(
-                step,
-                shared,
-                &mut open,
-                &mut closer,
-                &mut join_closer,
-                &mut renamed,
-            ) {
+            } else if let Err(e) = w.apply(step) {
                 shared.fail(e);
             }
             if is_group {
@@ -395,14 +382,13 @@ fn write_loop(steps: Receiver<(u64, Step)>, shared: &Shared) -> usize {
             }
         }
     }
-    join_closer(&mut closer, &mut renamed);
+    w.join_closer();
     // after an error: what never came to its turn (a row group an encoder failed on holds
     // up those after it), and the shard being filled, leave no temporary files
     for (_, step) in std::mem::take(&mut waiting) {
         discard(step);
     }
-    drop(open);
-    renamed
+    w.renamed
 }
 
 /// A step not carried out (the run failed): a shard's temporary file is removed.
@@ -413,81 +399,104 @@ fn discard(step: Step) {
     }
 }
 
-fn apply(
-    step: Step,
-    shared: &Shared,
-    open: &mut Option<Open>,
-    closer: &mut Option<JoinHandle<Result<()>>>,
-    join_closer: &mut impl FnMut(&mut Option<JoinHandle<Result<()>>>, &mut usize),
-    renamed: &mut usize,
-) -> Result<()> {
-    match step {
-        Step::Open(s) => {
-            let s = *s;
-            *open = Some(Open {
-                file: Some(s.file),
-                temp: s.temp,
-                dest: s.dest,
-            });
-        }
-        Step::Group(chunks) => {
-            let shard = open.as_mut().context("a row group before its shard")?;
-            let file = shard.file.as_mut().expect("open");
-            let append = |file: &mut SerializedFileWriter<File>| -> Result<()> {
-                let mut rg = file.next_row_group()?;
-                for c in chunks {
-                    c.append_to_row_group(&mut rg)?;
-                }
-                rg.close()?;
-                Ok(())
-            };
-            append(file).with_context(|| format!("cannot write {}", shard.temp.display()))?;
-            start_writeback(file.inner());
-        }
-        Step::Close(footer) => {
-            let mut shard = open.take().context("a shard closed before it opened")?;
-            let mut file = shard.file.take().expect("open");
-            let (temp, dest) = (shard.temp.clone(), shard.dest.clone());
-            for kv in footer {
-                file.append_key_value_metadata(kv);
+/// The writer thread's state: the shard being filled, the shard being closed, the count of
+/// shards renamed into place. Dropping it removes an unfinished shard's temporary file.
+struct Writer<'a> {
+    shared: &'a Shared,
+    open: Option<Open>,
+    closer: Option<JoinHandle<Result<()>>>,
+    renamed: usize,
+}
+
+impl Writer<'_> {
+    /// Waits for the shard being closed, if any: counted when renamed, else the run fails.
+    fn join_closer(&mut self) {
+        if let Some(h) = self.closer.take() {
+            match h.join() {
+                Ok(Ok(())) => self.renamed += 1,
+                Ok(Err(e)) => self.shared.fail(e),
+                Err(_) => self.shared.fail(anyhow!("a Parquet shard closer panicked")),
             }
-            let written = file
-                .into_inner()
-                .with_context(|| format!("cannot write {}", temp.display()));
-            // one shard's fsync at a time, beside the next shard's writing
-            join_closer(closer, renamed);
-            if shared.failed.load(Ordering::SeqCst) {
-                // the shard before failed to close: rename none after it
-                drop(written);
-                let _ = std::fs::remove_file(&temp);
-                return Ok(());
-            }
-            let cleanup = temp.clone();
-            let handle = std::thread::Builder::new()
-                .name("glm5v-close-shard".into())
-                .spawn(move || -> Result<()> {
-                    let done = written
-                        .and_then(|f| {
-                            f.sync_all()
-                                .with_context(|| format!("cannot write {}", temp.display()))
-                        })
-                        .and_then(|()| {
-                            std::fs::rename(&temp, &dest)
-                                .with_context(|| format!("cannot write {}", dest.display()))
-                        });
-                    if done.is_err() {
-                        let _ = std::fs::remove_file(&temp);
-                    }
-                    done
-                })
-                .map_err(|e| {
-                    let _ = std::fs::remove_file(&cleanup);
-                    anyhow!("cannot start a thread to close {}: {e}", cleanup.display())
-                })?;
-            *closer = Some(handle);
         }
     }
-    Ok(())
+
+    fn apply(&mut self, step: Step) -> Result<()> {
+        match step {
+            Step::Open(s) => {
+                let s = *s;
+                self.open = Some(Open {
+                    file: Some(s.file),
+                    temp: s.temp,
+                    dest: s.dest,
+                });
+            }
+            Step::Group(chunks) => {
+                let shard = self.open.as_mut().context("a row group before its shard")?;
+                let file = shard.file.as_mut().expect("open");
+                let append = |file: &mut SerializedFileWriter<File>| -> Result<()> {
+                    let mut rg = file.next_row_group()?;
+                    for c in chunks {
+                        c.append_to_row_group(&mut rg)?;
+                    }
+                    rg.close()?;
+                    Ok(())
+                };
+                append(file).with_context(|| format!("cannot write {}", shard.temp.display()))?;
+                start_writeback(file.inner());
+            }
+            Step::Close(footer) => self.close(footer)?,
+        }
+        Ok(())
+    }
+
+    /// The shard being filled is whole: its footer here, its fsync and rename on a thread of
+    /// their own once the shard before has finished closing.
+    fn close(&mut self, footer: Vec<KeyValue>) -> Result<()> {
+        let mut shard = self
+            .open
+            .take()
+            .context("a shard closed before it opened")?;
+        let mut file = shard.file.take().expect("open");
+        let (temp, dest) = (shard.temp.clone(), shard.dest.clone());
+        for kv in footer {
+            file.append_key_value_metadata(kv);
+        }
+        let written = file
+            .into_inner()
+            .with_context(|| format!("cannot write {}", temp.display()));
+        // one shard's fsync at a time, beside the next shard's writing
+        self.join_closer();
+        if self.shared.failed.load(Ordering::SeqCst) {
+            // the shard before failed to close: rename none after it
+            drop(written);
+            let _ = std::fs::remove_file(&temp);
+            return Ok(());
+        }
+        let cleanup = temp.clone();
+        let handle = std::thread::Builder::new()
+            .name("glm5v-close-shard".into())
+            .spawn(move || -> Result<()> {
+                let done = written
+                    .and_then(|f| {
+                        f.sync_all()
+                            .with_context(|| format!("cannot write {}", temp.display()))
+                    })
+                    .and_then(|()| {
+                        std::fs::rename(&temp, &dest)
+                            .with_context(|| format!("cannot write {}", dest.display()))
+                    });
+                if done.is_err() {
+                    let _ = std::fs::remove_file(&temp);
+                }
+                done
+            })
+            .map_err(|e| {
+                let _ = std::fs::remove_file(&cleanup);
+                anyhow!("cannot start a thread to close {}: {e}", cleanup.display())
+            })?;
+        self.closer = Some(handle);
+        Ok(())
+    }
 }
 
 /// Starts the disk writes of what the file holds so far (Linux: `sync_file_range`, which only

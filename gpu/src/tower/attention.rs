@@ -184,9 +184,7 @@ impl GpuTower {
                 };
                 copy(cos, c);
                 copy(sin, s);
-                for (to, &v) in t.iter_mut().zip(&tiles) {
-                    *to = f32::from_bits(v as u32);
-                }
+                bytemuck::cast_slice_mut::<f32, i32>(t).copy_from_slice(&tiles);
                 let cos_d = self.dev.alloc("rope cos", cos.len(), Dt::F32)?;
                 let sin_d = self.dev.alloc("rope sin", sin.len(), Dt::F32)?;
                 let tiles_d = self.dev.alloc("attention tiles", tiles.len(), Dt::I32)?;

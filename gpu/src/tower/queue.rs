@@ -233,7 +233,36 @@ impl Log {
     }
 }
 
+/// Values a slot's buffers hold for a batch of some number of patch rows.
+#[derive(Clone, Copy)]
+struct SlotSizes {
+    /// Pixel values in (host staging and device).
+    pixels: usize,
+    /// Embeddings out (device and host staging).
+    out: usize,
+    /// A plain forward's geometry (host staging).
+    geo: usize,
+}
+
+impl SlotSizes {
+    /// Whether `slot`'s page-locked staging is smaller than these sizes.
+    fn short(self, slot: &Slot) -> bool {
+        slot.host_in.as_ref().is_none_or(|b| b.len < self.pixels)
+            || slot.host_out.as_ref().is_none_or(|b| b.len < self.out)
+            || slot.host_geo.as_ref().is_none_or(|b| b.len < self.geo)
+    }
+}
+
 impl GpuTower {
+    fn slot_sizes(&self, rows: usize) -> SlotSizes {
+        let cfg = &self.cfg;
+        SlotSizes {
+            pixels: rows * cfg.patch_dim(),
+            out: rows / cfg.merge_unit() * cfg.out_hidden_size,
+            geo: geo_stage_len(rows, cfg.head_dim()),
+        }
+    }
+
     fn queue_guard(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -251,36 +280,35 @@ impl GpuTower {
             slot.geo_pending = false;
         }
         let dev = &self.dev;
-        let (p, o) = (self.cfg.patch_dim(), self.cfg.out_hidden_size);
-        let g = rows / self.cfg.merge_unit();
+        let size = self.slot_sizes(rows);
         let ctx = &dev.ctx;
         at_least(
             &mut slot.host_in,
-            rows * p,
+            size.pixels,
             |b| b.len,
             |n| Pinned::new(ctx, n, "staged pixel values"),
         )?;
         at_least(
             &mut slot.host_out,
-            g * o,
+            size.out,
             |b| b.len,
             |n| Pinned::new(ctx, n, "staged embeddings"),
         )?;
         at_least(
             &mut slot.host_geo,
-            geo_stage_len(rows, self.cfg.head_dim()),
+            size.geo,
             |b| b.len,
             |n| Pinned::new(ctx, n, "staged geometry"),
         )?;
         let grown_in = at_least(
             &mut slot.dev_in,
-            rows * p,
+            size.pixels,
             |b| b.len,
             |n| dev.alloc("queued pixel values [N, patch_dim] f32", n, Dt::F32),
         )?;
         let grown_out = at_least(
             &mut slot.dev_out,
-            g * o,
+            size.out,
             |b| b.len,
             |n| dev.alloc("queued embeddings [G, O] f32", n, Dt::F32),
         )?;
@@ -294,22 +322,19 @@ impl GpuTower {
     /// Staging for `rows` rows in the first free slot without it; whether another slot still
     /// lacks it.
     fn reserve_gpu(&self, rows: usize) -> Result<bool, GpuError> {
-        let (p, o) = (self.cfg.patch_dim(), self.cfg.out_hidden_size);
-        let g = rows / self.cfg.merge_unit();
-        let geo = geo_stage_len(rows, self.cfg.head_dim());
-        let short = |s: &Slot| {
-            s.host_in.as_ref().is_none_or(|b| b.len < rows * p)
-                || s.host_out.as_ref().is_none_or(|b| b.len < g * o)
-                || s.host_geo.as_ref().is_none_or(|b| b.len < geo)
-        };
+        let size = self.slot_sizes(rows);
         self.dev.bind()?;
         let mut q = self.queue_guard();
         let log = Log::start();
-        if let Some(slot) = q.slots.iter_mut().find(|s| s.job.is_none() && short(s)) {
+        if let Some(slot) = q
+            .slots
+            .iter_mut()
+            .find(|s| s.job.is_none() && size.short(s))
+        {
             self.slot_buffers(slot, rows)?;
             log.line(|| format!("reserved {rows} rows for a slot in {:.1} ms", log.lap()));
         }
-        Ok(q.slots.iter().any(short))
+        Ok(q.slots.iter().any(|s| size.short(s)))
     }
 
     fn enqueue_gpu(
@@ -382,7 +407,7 @@ impl GpuTower {
                     // the geometry goes through the slot's page-locked staging: its copies
                     // are queued behind the forward before instead of waiting for it
                     let stage = slot.host_geo.as_mut().expect("allocated above");
-                    let len = geo_stage_len(rows, cfg.head_dim());
+                    let len = self.slot_sizes(rows).geo;
                     // cleared when the job is kept (its finish waits for these copies)
                     slot.geo_pending = true;
                     let geo = self.geo_staged(grids, false, Some(stage.slice_mut(len)))?;

@@ -140,17 +140,17 @@ pub(super) fn worker_loop(
         .options
         .max_batch_tokens
         .saturating_mul(shared.merge_unit);
-    let reserve = |more: &mut bool| match queue.reserve(rows) {
-        Ok(m) => *more = m,
+    // whether a slot still lacks its staging
+    let reserve = || match queue.reserve(rows) {
+        Ok(more) => more,
         Err(e) => {
-            *more = false;
             eprintln!(
                 "glm5v: worker {worker}: staging memory not set aside ({e}); it grows per batch"
             );
+            false
         }
     };
-    let mut reserving = true;
-    reserve(&mut reserving);
+    let mut reserving = reserve();
     let mut in_flight: VecDeque<InFlight> = VecDeque::new();
     let mut pace = Pace::default();
     loop {
@@ -162,7 +162,7 @@ pub(super) fn worker_loop(
                     if let Some(f) = enqueue(shared, embedder, queue, batch, after, &pace) {
                         in_flight.push_back(f);
                         if reserving {
-                            reserve(&mut reserving);
+                            reserving = reserve();
                         }
                     }
                     continue;

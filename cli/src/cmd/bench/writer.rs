@@ -103,20 +103,17 @@ pub fn bench_writer(args: &Args, dir: &Path) -> Result<()> {
     );
     println!("| writer | dtype | GB | seconds median (range) | GB/s |");
     println!("| --- | --- | --- | --- | --- |");
-    for (what, dtype, mut t) in times {
-        t.sort_by(f64::total_cmp);
+    for (what, dtype, t) in times {
         let gb = (args.count * TOKENS * hidden * dtype.size()) as f64 / 1e9;
-        let k = t.len();
-        let med = if k % 2 == 1 {
-            t[k / 2]
-        } else {
-            (t[k / 2 - 1] + t[k / 2]) / 2.0
-        };
+        let (lo, hi) = t
+            .iter()
+            .fold((f64::INFINITY, 0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        let med = super::median(t);
         println!(
             "| {what} | {} | {gb:.2} | {med:.2} ({:.2}-{:.2}) | {:.2} |",
             if dtype == Dtype::F32 { "f32" } else { "bf16" },
-            t[0],
-            t[t.len() - 1],
+            lo,
+            hi,
             gb / med
         );
     }
