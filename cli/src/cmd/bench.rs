@@ -129,9 +129,7 @@ impl Args {
     fn what(&self) -> anyhow::Result<&str> {
         match (self.what.as_deref(), self.backend.as_deref()) {
             // serve and corpus run on either backend
-            (Some(w), Some(b))
-                if w != b && !matches!(w, "serve" | "corpus" | "batcher" | "writer") =>
-            {
+            (Some(w), Some(b)) if w != b && !matches!(w, "serve" | "corpus" | "batcher") => {
                 bail!("`bench {w}` and `--backend {b}` disagree: give one of them")
             }
             (Some(w), _) => Ok(w),
@@ -603,5 +601,8 @@ mod tests {
         assert!(what(&["cpu", "--backend", "gpu"]).is_err());
         assert!(what(&[]).is_err());
         assert!(what(&["--backend", "prep"]).is_err());
+        // the writer has no backend: naming one is a mistake, not ignored
+        assert!(what(&["writer", "--backend", "gpu"]).is_err());
+        assert_eq!(what(&["batcher", "--backend", "gpu"]).unwrap(), "batcher");
     }
 }
