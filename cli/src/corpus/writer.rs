@@ -36,8 +36,9 @@ use std::thread::JoinHandle;
 /// module doc for what bounds memory). Under glibc's largest mmap threshold (32 MiB), so that
 /// the encoders' buffers come from reused heap memory rather than fresh pages each group:
 /// 640 rows of 6 MiB into /dev/shm took 1.5-2.8 s at 16 MiB against 4.5-5.7 s at 32 MiB and
-/// 6.8 s at 64 MiB (one encoder, the 2-core Xeon; fresh pages' faults and zeroing were a third of
-/// the encoder's time).
+/// 6.3-7.2 s at 64 MiB (one encoder, the 2-core Xeon, 2026-12-06; fresh pages' faults and
+/// zeroing were a third of the encoder's time). Measured by changing this constant under what is
+/// now `bench writer --dir /dev/shm --count 640`, which times the committed value.
 pub const ROW_GROUP_BYTES: usize = 16 << 20;
 
 /// A shard about to receive row groups: its file writer (created by the receiving thread, which
