@@ -529,3 +529,66 @@ fn a_raised_head_stride_keeps_the_bits() {
         gpu.attention_engine(&small).unwrap()
     );
 }
+
+/// The batch-invariant GEMMs run another algorithm per bucket of row counts (`lt::BUCKET_ROWS`),
+/// each one probed to give the reference's bits: a product's first rows must carry the same
+/// bits whatever the row count, across every bucket, for the tower's GEMM shapes and types.
+#[test]
+fn gemm_rows_keep_their_bits_at_every_row_count() {
+    use glm5v_gpu::device::{Dev, Dt};
+    if device_available().is_err() {
+        println!("skipped: no CUDA device");
+        return;
+    }
+    if std::env::var("GLM5V_GPU_BATCH_INVARIANT").as_deref() == Ok("0") {
+        println!("skipped: GLM5V_GPU_BATCH_INVARIANT=0");
+        return;
+    }
+    let dev = Dev::open(0, true, 64).unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(77);
+    let counts = [37usize, 64, 200, 1000, 3000, 9000, 20000];
+    let max = *counts.last().unwrap();
+    // (k, out, input type, output type): qkv, down and gate_up of the full geometry
+    for (k, out, t, yt) in [
+        (1024, 3072, Dt::Bf16, Dt::F32),
+        (4096, 1024, Dt::Bf16, Dt::F32),
+        (1024, 8192, Dt::F16, Dt::F16),
+        (1024, 3072, Dt::F16, Dt::F16),
+    ] {
+        let w: Vec<f32> = (0..out * k)
+            .map(|_| rng.random_range(-0.05f32..0.05))
+            .collect();
+        let x: Vec<f32> = (0..max * k)
+            .map(|_| rng.random_range(-1.0f32..1.0))
+            .collect();
+        let w = dev.upload_f32("w", &w, t).unwrap();
+        let x = dev.upload_f32("x", &x, t).unwrap();
+        let y = dev.alloc("y", max * out, yt).unwrap();
+        let mut first: Option<Vec<f32>> = None;
+        for &rows in &counts {
+            dev.linear_to(&x, &w, &y, yt, rows, k, out).unwrap();
+            let got = dev.download_as(&y, yt, 0, counts[0] * out).unwrap();
+            assert!(got.iter().all(|v| v.is_finite()));
+            match &first {
+                None => first = Some(got),
+                Some(want) => {
+                    let differ = got
+                        .iter()
+                        .zip(want)
+                        .filter(|(a, b)| a.to_bits() != b.to_bits())
+                        .count();
+                    assert_eq!(
+                        differ,
+                        0,
+                        "[{rows} x {k}] x [{k} x {out}] {t:?} -> {yt:?}: {differ} of {} values of \
+                         the first {} rows differ from the {}-row product",
+                        got.len(),
+                        counts[0],
+                        counts[0]
+                    );
+                }
+            }
+        }
+        println!("[{k} -> {out}] {t:?} -> {yt:?}: the first rows bit-identical at {counts:?} rows");
+    }
+}

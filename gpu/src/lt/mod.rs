@@ -1,14 +1,23 @@
-//! Batch-invariant GEMMs through cuBLASLt: one algorithm per weight shape, whatever the row count.
+//! Batch-invariant GEMMs through cuBLASLt: one reduction order per weight shape, whatever the
+//! row count.
 //!
 //! cuBLAS's default GEMM picks its kernel (tile shape, split-K, stream-K) from all three
 //! dimensions, so the rows of one image are reduced in another order when the image is packed
 //! with others: on the H200 the same photo alone and packed differed by 5.8e-3 rel L2 in bf16.
-//! Here the algorithm for a weight `[out, k]` and its types is chosen once, by cuBLASLt's
-//! heuristics at a fixed row count ([`REF_ROWS`]), among algorithms that need no workspace and do
-//! not split the reduction (so no stream-K, no split-K partial sums), and that algorithm then runs
-//! every GEMM of that weight. A tile kernel without split reduction computes each output element
-//! from its own row and the weight in a fixed order, so a row's result does not depend on which
-//! other rows share the call.
+//! Here a weight `[out, k]` and its types get a *reference* algorithm, chosen once by cuBLASLt's
+//! heuristics at a fixed row count ([`REF_ROWS`]) among algorithms that need no workspace and do
+//! not split the reduction (so no stream-K, no split-K partial sums). A tile kernel without split
+//! reduction computes each output element from its own row and the weight in a fixed order, so a
+//! row's result does not depend on which other rows share the call.
+//!
+//! The reference's tiles suit its row count; at 64 rows they leave most SMs idle. So each bucket
+//! of row counts ([`BUCKET_ROWS`]) takes the heuristics' first algorithm at that count that
+//! computes the *same bits* as the reference: every candidate is run once on a probe (random
+//! inputs, the real weight, [`classes`]) beside the reference and taken only when every output
+//! element is identical. Algorithms that reduce in the same order (the same k-step and
+//! instruction, other tile or cluster shapes) pass; any other order differs in most elements of
+//! a random product and is refused. Which algorithm runs then depends on the row count, but the
+//! bits of a row do not (`GLM5V_GPU_LT_BUCKETS=0`: the reference for every row count).
 
 use crate::device::Dt;
 use crate::error::GpuError;
@@ -24,8 +33,14 @@ use std::sync::Mutex;
 /// 448x448 up and gives back a quarter of the small image's cost (`GLM5V_GPU_LT_ROWS` sets it).
 pub const REF_ROWS: u64 = 2048;
 
-/// Algorithms cuBLASLt's heuristics are asked for per weight.
+/// Row counts the per-bucket algorithms are chosen at: a GEMM of `r` rows runs the algorithm of
+/// the first bucket of at least `r` rows (the last one above it).
+pub const BUCKET_ROWS: [u64; 6] = [64, 256, 1024, 4096, 16384, 65536];
+
+/// Algorithms cuBLASLt's heuristics are asked for per weight and row count.
 const CANDIDATES: usize = 16;
+
+mod classes;
 
 /// Element types and shape of one weight's GEMM (the algorithm's key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -76,8 +91,10 @@ impl GemmKey {
 /// A cuBLASLt handle and the algorithm chosen per [`GemmKey`].
 pub struct LtGemm {
     handle: lt::cublasLtHandle_t,
-    /// Rows the algorithms are chosen at ([`REF_ROWS`], or `GLM5V_GPU_LT_ROWS`).
+    /// Rows the reference algorithms are chosen at ([`REF_ROWS`], or `GLM5V_GPU_LT_ROWS`).
     ref_rows: u64,
+    /// Per-bucket algorithms of the reference's bits (off: `GLM5V_GPU_LT_BUCKETS=0`).
+    buckets: bool,
     algos: Mutex<HashMap<GemmKey, Chosen>>,
 }
 
@@ -88,10 +105,19 @@ unsafe impl Sync for LtGemm {}
 
 #[derive(Debug, Clone, Copy)]
 struct Chosen {
-    algo: lt::cublasLtMatmulAlgo_t,
-    /// The compute type the algorithm was found for (f32 falls back from pedantic to plain
+    /// Per [`BUCKET_ROWS`] entry: the algorithm (the reference, or one probed to give its bits).
+    algo: [lt::cublasLtMatmulAlgo_t; BUCKET_ROWS.len()],
+    /// The compute type the algorithms were found for (f32 falls back from pedantic to plain
     /// 32F, which in cuBLASLt is strict FP32 as well: TF32 needs `COMPUTE_32F_FAST_TF32`).
     compute: lt::cublasComputeType_t,
+}
+
+/// The [`BUCKET_ROWS`] entry a GEMM of `rows` rows runs with.
+fn bucket(rows: u64) -> usize {
+    BUCKET_ROWS
+        .iter()
+        .position(|&b| rows <= b)
+        .unwrap_or(BUCKET_ROWS.len() - 1)
 }
 
 fn check(op: &str, s: lt::cublasStatus_t) -> Result<(), GpuError> {
@@ -219,18 +245,21 @@ impl LtGemm {
         }
         // read before the handle is made, so that a bad value leaks nothing
         let ref_rows = crate::env::usize_var("GLM5V_GPU_LT_ROWS", REF_ROWS as usize, 1)? as u64;
+        let buckets = crate::env::usize_var("GLM5V_GPU_LT_BUCKETS", 1, 0)? != 0;
         let mut handle: lt::cublasLtHandle_t = std::ptr::null_mut();
         // SAFETY: out-pointer valid.
         check("Create", unsafe { lt::cublasLtCreate(&mut handle) })?;
         Ok(Self {
             handle,
             ref_rows,
+            buckets,
             algos: Mutex::new(HashMap::new()),
         })
     }
 
-    /// The algorithm for `key` (chosen on first use, then the same for every row count).
-    fn chosen(&self, key: GemmKey) -> Result<Chosen, GpuError> {
+    /// The algorithms for `key` (chosen on first use, then the same for every call): `w` is a
+    /// weight of that key (the probe's), `stream` the stream the probe runs on.
+    fn chosen(&self, key: GemmKey, w: u64, stream: *mut c_void) -> Result<Chosen, GpuError> {
         let mut cache = self.algos.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(c) = cache.get(&key) {
             return Ok(*c);
@@ -241,13 +270,19 @@ impl LtGemm {
         }
         let mut why = String::new();
         for compute in computes {
-            match self.pick(key, compute) {
-                Ok(Some(algo)) => {
+            match self.candidates(key, compute, self.ref_rows) {
+                Ok(list) if !list.is_empty() => {
+                    let reference = list[0];
+                    let algo = if self.buckets {
+                        classes::per_bucket(self, key, compute, reference, w, stream)?
+                    } else {
+                        [reference; BUCKET_ROWS.len()]
+                    };
                     let c = Chosen { algo, compute };
                     cache.insert(key, c);
                     return Ok(c);
                 }
-                Ok(None) => why = format!("no algorithm without a split reduction for {compute:?}"),
+                Ok(_) => why = format!("no algorithm without a split reduction for {compute:?}"),
                 Err(e) => why = e.to_string(),
             }
         }
@@ -260,14 +295,15 @@ impl LtGemm {
         })
     }
 
-    /// The heuristics' best algorithm for `key` at [`REF_ROWS`] rows that needs no workspace
-    /// and does not split the reduction.
-    fn pick(
+    /// The heuristics' algorithms for `key` at `rows` rows that need no workspace and do not
+    /// split the reduction, best guess first.
+    fn candidates(
         &self,
         key: GemmKey,
         compute: lt::cublasComputeType_t,
-    ) -> Result<Option<lt::cublasLtMatmulAlgo_t>, GpuError> {
-        let d = Descs::new(key.ab, key.c, compute, key.k, key.out, self.ref_rows)?;
+        rows: u64,
+    ) -> Result<Vec<lt::cublasLtMatmulAlgo_t>, GpuError> {
+        let d = Descs::new(key.ab, key.c, compute, key.k, key.out, rows)?;
         let mut pref: lt::cublasLtMatmulPreference_t = std::ptr::null_mut();
         // SAFETY: out-pointers and attribute buffers valid; `pref` freed below.
         unsafe {
@@ -327,13 +363,16 @@ impl LtGemm {
                 )
             })?;
             use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
-            Ok(results[..count.max(0) as usize].iter().find_map(|r| {
-                let ok = r.state == lt::cublasStatus_t::CUBLAS_STATUS_SUCCESS
-                    && r.workspaceSize == 0
-                    && config_u32(&r.algo, A::CUBLASLT_ALGO_CONFIG_SPLITK_NUM) <= 1
-                    && config_u32(&r.algo, A::CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME) == 0;
-                ok.then_some(r.algo)
-            }))
+            Ok(results[..count.max(0) as usize]
+                .iter()
+                .filter_map(|r| {
+                    let ok = r.state == lt::cublasStatus_t::CUBLAS_STATUS_SUCCESS
+                        && r.workspaceSize == 0
+                        && config_u32(&r.algo, A::CUBLASLT_ALGO_CONFIG_SPLITK_NUM) <= 1
+                        && config_u32(&r.algo, A::CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME) == 0;
+                    ok.then_some(r.algo)
+                })
+                .collect())
         })();
         // SAFETY: created above, freed once.
         unsafe { lt::cublasLtMatmulPreferenceDestroy(pref) };
@@ -355,8 +394,28 @@ impl LtGemm {
         rows: u64,
         stream: *mut c_void,
     ) -> Result<(), GpuError> {
-        let c = self.chosen(key)?;
-        let d = Descs::new(key.ab, key.c, c.compute, key.k, key.out, rows)?;
+        let c = self.chosen(key, w, stream)?;
+        // SAFETY: per the caller's contract.
+        unsafe { self.matmul(key, c.compute, &c.algo[bucket(rows)], w, x, y, rows, stream) }
+    }
+
+    /// One `cublasLtMatmul` of `algo`.
+    ///
+    /// # Safety
+    /// As [`LtGemm::gemm`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn matmul(
+        &self,
+        key: GemmKey,
+        compute: lt::cublasComputeType_t,
+        algo: &lt::cublasLtMatmulAlgo_t,
+        w: u64,
+        x: u64,
+        y: u64,
+        rows: u64,
+        stream: *mut c_void,
+    ) -> Result<(), GpuError> {
+        let d = Descs::new(key.ab, key.c, compute, key.k, key.out, rows)?;
         let (alpha, beta) = (1.0f32, 0.0f32);
         // SAFETY: per the caller's contract; no workspace (the algorithm needs none).
         check(
@@ -375,13 +434,32 @@ impl LtGemm {
                     d.c,
                     y as *mut c_void,
                     d.c,
-                    &c.algo,
+                    algo,
                     std::ptr::null_mut(),
                     0,
                     stream as lt::cudaStream_t,
                 )
             },
         )
+    }
+
+    /// Whether `algo` supports `key`'s GEMM at `rows` rows (cuBLASLt's own check).
+    fn supports(
+        &self,
+        key: GemmKey,
+        compute: lt::cublasComputeType_t,
+        algo: &lt::cublasLtMatmulAlgo_t,
+        rows: u64,
+    ) -> bool {
+        let Ok(d) = Descs::new(key.ab, key.c, compute, key.k, key.out, rows) else {
+            return false;
+        };
+        // SAFETY: zeroed plain-data result; the descriptors are live.
+        let mut r: lt::cublasLtMatmulHeuristicResult_t = unsafe { std::mem::zeroed() };
+        let s = unsafe {
+            lt::cublasLtMatmulAlgoCheck(self.handle, d.desc, d.a, d.b, d.c, d.c, algo, &mut r)
+        };
+        s == lt::cublasStatus_t::CUBLAS_STATUS_SUCCESS && r.workspaceSize == 0
     }
 }
 
