@@ -15,8 +15,9 @@
 //! - `--bench`: CUDA-event timings (3 warm-ups, median of 10) of one 72x72 image and 16 32x32
 //!   images in bf16 (and f32); `--largest` adds a 144x216 grid (31104 patches).
 //! - `--no-check`: with `--full`, skip the correctness checks (timing only).
-//! - `--packings`: with `--full`, batch invariance at full geometry: five images (8x8 to 72x72)
-//!   each alone, then in three packings; every packed row must carry the image-alone bits (a
+//! - `--packings`: with `--full`, batch invariance at full geometry: seven images (8x8 to 72x72,
+//!   two of 32x32 and two of 72x72, packed side by side too) each alone, then in five packings;
+//!   every packed row must carry the image-alone bits (a
 //!   fail otherwise). The first forwards run plain, the repeats replay CUDA graphs.
 //! - `--bf16-only`: skip the f32 parity mode; `--cases`: time only these cases; `--iters`: warm-ups
 //!   and timed runs (for a profiler: `--iters 1,1`).
@@ -124,9 +125,24 @@ fn check_packings(
     rng: &mut rand_chacha::ChaCha8Rng,
     cols: usize,
 ) -> Res<bool> {
-    let grids: Vec<Grid> = vec![[1, 8, 8], [1, 32, 32], [1, 18, 24], [1, 72, 72], [2, 8, 12]];
+    // two 32x32 and two 72x72 images: side by side they are one cuDNN call of two segments
+    let grids: Vec<Grid> = vec![
+        [1, 8, 8],
+        [1, 32, 32],
+        [1, 18, 24],
+        [1, 72, 72],
+        [2, 8, 12],
+        [1, 32, 32],
+        [1, 72, 72],
+    ];
     let px: Vec<Array2<f32>> = grids.iter().map(|g| pixels(rng, &[*g], cols)).collect();
-    let orders: [&[usize]; 3] = [&[0, 1, 2, 3, 4], &[4, 3, 2, 1, 0], &[2, 0, 4]];
+    let orders: [&[usize]; 5] = [
+        &[0, 1, 5, 2, 3, 4],
+        &[4, 3, 6, 2, 1, 0],
+        &[2, 0, 4],
+        &[5, 1],
+        &[6, 3, 1],
+    ];
     let mut ok = true;
     for (p, gpu) in gpus {
         let alone: Vec<Array2<f32>> = grids

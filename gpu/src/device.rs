@@ -282,6 +282,10 @@ pub struct Dev {
     pub cudnn_min_len: usize,
     /// GLM5V_GPU_ATTENTION=cudnn: every attention through cuDNN, failures are errors.
     pub cudnn_forced: bool,
+    /// Consecutive equal segments go to cuDNN as one batch in the batch-invariant mode too
+    /// (with the single segment's engine and knobs); `GLM5V_CUDNN_BATCHED=0`: one call a
+    /// segment.
+    pub cudnn_batched: bool,
     /// Each image's rows are the same bits alone or packed with any others (the default;
     /// GLM5V_GPU_BATCH_INVARIANT=0 turns it off): GEMMs through [`LtGemm`]'s one algorithm
     /// per weight, every attention segment through one engine (cuDNN for all of them when it
@@ -418,8 +422,14 @@ impl Dev {
             None
         };
         if let Some(c) = &cudnn {
-            // a timed choice of engine could differ from process to process
-            c.set_tune(!batch_invariant);
+            // a timed choice of engine could differ from process to process; a batch of equal
+            // segments runs the single segment's engine and knobs
+            c.set_batch_invariant(batch_invariant);
+        }
+        let cudnn_batched = crate::env::usize_var("GLM5V_CUDNN_BATCHED", 1, 0)? != 0;
+        let candidate = crate::env::usize_var("GLM5V_CUDNN_CANDIDATE", usize::MAX, 0)?;
+        if let Some(c) = &cudnn {
+            c.set_candidate((candidate != usize::MAX).then_some(candidate));
         }
         // The path of each segment follows from its length alone (the batch-invariant mode
         // included): cuDNN from this many tokens, our kernels below, which also spares a plan
@@ -434,6 +444,7 @@ impl Dev {
             cudnn_note,
             cudnn_min_len,
             cudnn_forced,
+            cudnn_batched,
             batch_invariant,
             lt,
             ctx,

@@ -18,6 +18,9 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
+mod knobs;
+use knobs::EngineChoice;
+
 /// Tensor ids of the graph (the variant pack binds pointers to them).
 const UID_Q: i64 = 1;
 const UID_K: i64 = 2;
@@ -159,9 +162,21 @@ pub struct SdpaShape {
 struct Plan {
     plan: Desc,
     _cfg: Desc,
-    _keep: Arc<[Desc; 8]>,
+    /// The operation graph's descriptors (tensors, operation, graph, heuristics).
+    _keep: Arc<Vec<Desc>>,
+    /// The engine and knob descriptors of a configuration built here ([`knobs::build`]).
+    _built: Vec<Desc>,
     workspace: usize,
-    engine: i64,
+    /// What the configuration chose (`None` when cuDNN would not say).
+    choice: Option<EngineChoice>,
+}
+
+impl Plan {
+    fn describe(&self) -> String {
+        self.choice
+            .as_ref()
+            .map_or("engine ?".into(), EngineChoice::describe)
+    }
 }
 
 /// One cuDNN handle on the tower's stream, with its plan cache.
@@ -174,6 +189,11 @@ pub struct Cudnn {
     /// Whether large calls time their candidates (off in the batch-invariant mode: a timed
     /// choice can differ from process to process).
     tune: std::sync::atomic::AtomicBool,
+    /// Whether a batch of segments runs the engine and knobs planned for one segment of their
+    /// length (the batch-invariant mode), not the heuristics' choice for the batch.
+    follow_single: std::sync::atomic::AtomicBool,
+    /// The heuristics' candidate large calls take untimed (`GLM5V_CUDNN_CANDIDATE`).
+    candidate: Mutex<Option<usize>>,
     /// Variant packs already built (see [`Pack`]); `None` when `GLM5V_CUDNN_PACKS=0`.
     packs: Option<Mutex<HashMap<PackKey, Pack>>>,
     pub version: usize,
@@ -244,6 +264,8 @@ impl Cudnn {
             plans: Mutex::new(HashMap::new()),
             log: Mutex::new(Vec::new()),
             tune: std::sync::atomic::AtomicBool::new(true),
+            follow_single: std::sync::atomic::AtomicBool::new(false),
+            candidate: Mutex::new(None),
             packs: (std::env::var("GLM5V_CUDNN_PACKS").as_deref() != Ok("0"))
                 .then(|| Mutex::new(HashMap::new())),
             version,
@@ -255,19 +277,81 @@ impl Cudnn {
         self.tune.store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// The batch-invariant mode for plans built from now on: no timed choice, and a batch of
+    /// segments runs the engine and knobs planned for one segment of that length.
+    pub fn set_batch_invariant(&self, on: bool) {
+        self.set_tune(!on);
+        self.follow_single
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Large calls (those timed in the fast mode) take the heuristics' candidate `n` untimed
+    /// (the last when fewer are offered); `None`: the default choice.
+    pub fn set_candidate(&self, n: Option<usize>) {
+        *self.candidate.lock().unwrap_or_else(|e| e.into_inner()) = n;
+    }
+
+    fn note(&self, line: String) {
+        if std::env::var("GLM5V_CUDNN_LOG").as_deref() == Ok("1") {
+            eprintln!("glm5v: cuDNN plan: {line}");
+        }
+        self.log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(line);
+    }
+
     fn plan(&self, s: SdpaShape) -> Result<Arc<Plan>, GpuError> {
+        // batch-invariant: a batch runs its single segment's choice (planned first, unlocked)
+        let single = (s.batch > 1
+            && self
+                .follow_single
+                .load(std::sync::atomic::Ordering::Relaxed))
+        .then(|| self.plan(SdpaShape { batch: 1, ..s }))
+        .transpose()?;
         let mut cache = self.plans.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(p) = cache.get(&s) {
             return Ok(p.clone());
         }
         let t0 = std::time::Instant::now();
+        if let Some(one) = single {
+            let choice = one.choice.as_ref().ok_or_else(|| GpuError::Cudnn {
+                op: "engine configuration".into(),
+                message: format!(
+                    "cuDNN did not report the engine planned for one segment of {} tokens",
+                    s.len
+                ),
+            })?;
+            let keep = Arc::new(self.op_graph(s)?);
+            let (cfg, built) = knobs::build(&keep[6], choice)?;
+            let p = Arc::new(self.finalize_plan(cfg, keep, built)?);
+            self.note(format!(
+                "{} x {} tokens x {} heads ({}): {}, the single segment's, planned in {:.2} s",
+                s.batch,
+                s.len,
+                s.heads,
+                if s.half { "half" } else { "bf16" },
+                p.describe(),
+                t0.elapsed().as_secs_f64()
+            ));
+            cache.insert(s, p.clone());
+            return Ok(p);
+        }
         let flop = 4.0 * (s.batch * s.heads * s.head_dim) as f64 * (s.len as f64).powi(2);
         // Finalizing a plan can compile its kernel (cuDNN builds some engines at run time):
         // every candidate only when they are to be timed, else the first that finalizes.
         let to_time = flop >= TUNE_MIN_FLOP
             && self.tune.load(std::sync::atomic::Ordering::Relaxed)
             && std::env::var("GLM5V_CUDNN_TUNE").as_deref() != Ok("0");
-        let all = to_time || std::env::var("GLM5V_CUDNN_FINALIZE_ALL").as_deref() == Ok("1");
+        // GLM5V_CUDNN_CANDIDATE=N: the heuristics' candidate N (0 first) for the large calls
+        // that would be timed, untimed (an experiment's switch; the last when fewer)
+        let fixed = (flop >= TUNE_MIN_FLOP)
+            .then(|| *self.candidate.lock().unwrap_or_else(|e| e.into_inner()))
+            .flatten();
+        let to_time = to_time && fixed.is_none();
+        let all = to_time
+            || fixed.is_some()
+            || std::env::var("GLM5V_CUDNN_FINALIZE_ALL").as_deref() == Ok("1");
         let (mut cands, offered) = self.candidates(s, all)?;
         let finalized = cands.len();
         let tune = to_time && cands.len() > 1;
@@ -287,31 +371,35 @@ impl Cudnn {
                 }
             }
         } else {
-            (0, Vec::new())
+            (fixed.map_or(0, |n| n.min(cands.len() - 1)), Vec::new())
         };
+        let others: Vec<String> = cands
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != pick)
+            .map(|(i, c)| format!("{i}: {}", c.describe()))
+            .collect();
         let p = Arc::new(cands.swap_remove(pick));
         let timed: Vec<String> = times.iter().map(|t| format!("{t:.3}")).collect();
-        let line = format!(
-            "{} x {} tokens x {} heads ({}): engine {} (candidate {pick}{}{note}; {finalized} of {offered} offered finalized), planned in {:.2} s",
+        self.note(format!(
+            "{} x {} tokens x {} heads ({}): {} (candidate {pick}{}{note}; {finalized} of {offered} offered finalized{}), planned in {:.2} s",
             s.batch,
             s.len,
             s.heads,
             if s.half { "half" } else { "bf16" },
-            p.engine,
+            p.describe(),
             if timed.is_empty() {
                 String::new()
             } else {
                 format!(" of ms [{}]", timed.join(", "))
             },
+            if others.is_empty() {
+                String::new()
+            } else {
+                format!("; the others: {}", others.join("; "))
+            },
             t0.elapsed().as_secs_f64()
-        );
-        if std::env::var("GLM5V_CUDNN_LOG").as_deref() == Ok("1") {
-            eprintln!("glm5v: cuDNN plan: {line}");
-        }
-        self.log
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(line);
+        ));
         cache.insert(s, p.clone());
         Ok(p)
     }
@@ -368,9 +456,9 @@ impl Cudnn {
         Ok(times)
     }
 
-    /// The execution plans cuDNN's heuristics offer for `s` that finalize, best guess first:
-    /// all of them with `all`, else the first; and how many were offered.
-    fn candidates(&self, s: SdpaShape, all: bool) -> Result<(Vec<Plan>, usize), GpuError> {
+    /// The operation graph of `s`: q, k, v, o, the scale, the SDPA operation and the graph
+    /// (index 6), finalized.
+    fn op_graph(&self, s: SdpaShape) -> Result<Vec<Desc>, GpuError> {
         let (b, l, n, h, d) = (
             s.batch as i64,
             s.len as i64,
@@ -412,8 +500,50 @@ impl Cudnn {
         graph.set_handle(A::CUDNN_ATTR_OPERATIONGRAPH_HANDLE, self.handle)?;
         graph.set_desc(A::CUDNN_ATTR_OPERATIONGRAPH_OPS, &op)?;
         graph.finalize("operation graph")?;
+        Ok(vec![q, k, v, o, scale, op, graph])
+    }
+
+    /// An execution plan of the engine configuration `cfg` (of the graph in `keep`).
+    fn finalize_plan(
+        &self,
+        cfg: Desc,
+        keep: Arc<Vec<Desc>>,
+        built: Vec<Desc>,
+    ) -> Result<Plan, GpuError> {
+        let plan = Desc::new(D::CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR)?;
+        plan.set_handle(A::CUDNN_ATTR_EXECUTION_PLAN_HANDLE, self.handle)?;
+        plan.set_desc(A::CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, &cfg)?;
+        plan.finalize("execution plan")?;
+        let mut ws: i64 = 0;
+        let mut cnt: i64 = 0;
+        // SAFETY: one i64 out-value.
+        check("cudnnBackendGetAttribute(WORKSPACE_SIZE)", unsafe {
+            dnn::cudnnBackendGetAttribute(
+                plan.0,
+                A::CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                T::CUDNN_TYPE_INT64,
+                1,
+                &mut cnt,
+                (&mut ws as *mut i64).cast(),
+            )
+        })?;
+        let choice = knobs::read(&cfg).ok();
+        Ok(Plan {
+            plan,
+            _cfg: cfg,
+            _keep: keep,
+            _built: built,
+            workspace: ws.max(0) as usize,
+            choice,
+        })
+    }
+
+    /// The execution plans cuDNN's heuristics offer for `s` that finalize, best guess first:
+    /// all of them with `all`, else the first; and how many were offered.
+    fn candidates(&self, s: SdpaShape, all: bool) -> Result<(Vec<Plan>, usize), GpuError> {
+        let mut keep = self.op_graph(s)?;
         let heur = Desc::new(D::CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR)?;
-        heur.set_desc(A::CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, &graph)?;
+        heur.set_desc(A::CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, &keep[6])?;
         let mode = dnn::cudnnBackendHeurMode_t::CUDNN_HEUR_MODE_A;
         // SAFETY: one heuristics mode.
         unsafe {
@@ -445,37 +575,17 @@ impl Cudnn {
             op: "engine heuristics".into(),
             message: format!("no engine configuration offered for {s:?}"),
         };
-        let keep = Arc::new([q, k, v, o, scale, op, graph, heur]);
+        keep.push(heur);
+        let keep = Arc::new(keep);
         let mut plans = Vec::new();
         for cfg in cfgs.into_iter().take(got.max(0) as usize) {
-            let plan = Desc::new(D::CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR)?;
-            plan.set_handle(A::CUDNN_ATTR_EXECUTION_PLAN_HANDLE, self.handle)?;
-            plan.set_desc(A::CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, &cfg)?;
-            if let Err(e) = plan.finalize("execution plan") {
-                last = e;
-                continue;
+            match self.finalize_plan(cfg, keep.clone(), Vec::new()) {
+                Ok(p) => plans.push(p),
+                Err(e) => {
+                    last = e;
+                    continue;
+                }
             }
-            let mut ws: i64 = 0;
-            let mut cnt: i64 = 0;
-            // SAFETY: one i64 out-value.
-            check("cudnnBackendGetAttribute(WORKSPACE_SIZE)", unsafe {
-                dnn::cudnnBackendGetAttribute(
-                    plan.0,
-                    A::CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                    T::CUDNN_TYPE_INT64,
-                    1,
-                    &mut cnt,
-                    (&mut ws as *mut i64).cast(),
-                )
-            })?;
-            let engine = engine_index(&cfg).unwrap_or(-1);
-            plans.push(Plan {
-                plan,
-                _cfg: cfg,
-                _keep: keep.clone(),
-                workspace: ws.max(0) as usize,
-                engine,
-            });
             if !all {
                 break;
             }
@@ -577,38 +687,4 @@ impl Cudnn {
             _scale: scale,
         })
     }
-}
-
-/// The global index of the engine behind an engine configuration (for reports).
-fn engine_index(cfg: &Desc) -> Option<i64> {
-    let engine = Desc::new(D::CUDNN_BACKEND_ENGINE_DESCRIPTOR).ok()?;
-    let mut raw = engine.0;
-    let mut cnt: i64 = 0;
-    // SAFETY: fills one pre-created engine descriptor.
-    let s = unsafe {
-        dnn::cudnnBackendGetAttribute(
-            cfg.0,
-            A::CUDNN_ATTR_ENGINECFG_ENGINE,
-            T::CUDNN_TYPE_BACKEND_DESCRIPTOR,
-            1,
-            &mut cnt,
-            (&mut raw as *mut dnn::cudnnBackendDescriptor_t).cast(),
-        )
-    };
-    if s != dnn::cudnnStatus_t::CUDNN_STATUS_SUCCESS {
-        return None;
-    }
-    let mut idx: i64 = -1;
-    // SAFETY: one i64 out-value.
-    let s = unsafe {
-        dnn::cudnnBackendGetAttribute(
-            engine.0,
-            A::CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
-            T::CUDNN_TYPE_INT64,
-            1,
-            &mut cnt,
-            (&mut idx as *mut i64).cast(),
-        )
-    };
-    (s == dnn::cudnnStatus_t::CUDNN_STATUS_SUCCESS).then_some(idx)
 }

@@ -71,8 +71,9 @@ pub(super) struct Run {
 
 /// The runs of equal-length consecutive segments of `cu` of at least `min_len` tokens (empty
 /// and shorter segments are skipped, and no run spans one); with `merge` false, one run per
-/// segment (the batch-invariant mode: a cuDNN plan for a batch of segments could pick another
-/// engine than the one for a segment alone).
+/// segment (a cuDNN plan for a batch of segments chosen by the heuristics could pick another
+/// engine than the one for a segment alone: the batch-invariant mode merges only when the batch
+/// runs the single segment's engine and knobs, `GLM5V_CUDNN_BATCHED`).
 pub(super) fn runs_of(cu: &[usize], merge: bool, min_len: usize) -> Vec<Run> {
     let mut runs: Vec<Run> = Vec::new();
     for seg in cu.windows(2) {
@@ -243,12 +244,19 @@ impl GpuTower {
     /// their runs plan, our kernels the others. Each segment's path follows from its own length,
     /// so the batch-invariant mode stays invariant. `stride`: q, k, v's tokens per head.
     pub(super) fn attention_split(&self, cu: &[usize], stride: usize) -> Result<Split, GpuError> {
-        let runs = if self.dev.cudnn.is_some() {
-            runs_of(cu, !self.dev.batch_invariant, self.dev.cudnn_min_len)
+        let merge = !self.dev.batch_invariant || self.dev.cudnn_batched;
+        let mut runs = if self.dev.cudnn.is_some() {
+            runs_of(cu, merge, self.dev.cudnn_min_len)
         } else {
             Vec::new()
         };
-        Ok(match self.cudnn_plans(&runs, stride)? {
+        let mut plans = self.cudnn_plans(&runs, stride);
+        if self.dev.batch_invariant && plans.is_err() && runs.iter().any(|r| r.batch > 1) {
+            // the single segments' plans give the same bits (one call a segment)
+            runs = runs_of(cu, false, self.dev.cudnn_min_len);
+            plans = self.cudnn_plans(&runs, stride);
+        }
+        Ok(match plans? {
             Some(ws_bytes) => Split {
                 runs,
                 ws_bytes,
