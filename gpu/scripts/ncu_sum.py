@@ -1,5 +1,6 @@
 # Sums ncu --metrics gpu__time_duration.sum --csv output per kernel name (docs/GPU.md).
-import csv, sys, collections
+import csv, sys, collections, signal
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under `| head`
 rows = list(csv.reader(open(sys.argv[1])))
 hdr = None
 tot = collections.defaultdict(float); cnt = collections.Counter()

@@ -219,6 +219,17 @@ struct Pack {
 /// its first, while its first was best at 1008x1008); smaller ones take the heuristics' first.
 pub const TUNE_MIN_FLOP: f64 = 5e10;
 
+/// Segments of at least this many tokens take the heuristics' candidate
+/// [`LONG_SEGMENT_CANDIDATE`] when the choice is not timed (the batch-invariant mode: a fixed
+/// rule, the same in every process). Timed on the H100 (cuDNN 9.14, half, 16 heads of 64):
+/// the heuristics' first (engine 5, kernel configuration 32) was fastest for 16 x 1024 and
+/// 1 x 5184 tokens (0.152 / 0.246 ms against 0.155 / 0.260 for the second), the second (engine
+/// 5, kernel configuration 7) for 1 x 31104 (7.72 against 8.15 ms; a 2016x3024 forward 274.3
+/// against 285.9 ms); the H200 agreed at 31104 (4%).
+pub const LONG_SEGMENT: usize = 16384;
+/// See [`LONG_SEGMENT`] (0 is the heuristics' first; the last when fewer are offered).
+pub const LONG_SEGMENT_CANDIDATE: usize = 1;
+
 // SAFETY: the handle is used only under the tower's lock (one forward at a time) or, for the plan
 // cache, under its own mutex; cuDNN handles may move between threads.
 unsafe impl Send for Cudnn {}
@@ -347,7 +358,12 @@ impl Cudnn {
         // that would be timed, untimed (an experiment's switch; the last when fewer)
         let fixed = (flop >= TUNE_MIN_FLOP)
             .then(|| *self.candidate.lock().unwrap_or_else(|e| e.into_inner()))
-            .flatten();
+            .flatten()
+            .or_else(|| {
+                // untimed (the batch-invariant mode): a long segment's fixed choice
+                let untimed = !self.tune.load(std::sync::atomic::Ordering::Relaxed);
+                (untimed && s.len >= LONG_SEGMENT).then_some(LONG_SEGMENT_CANDIDATE)
+            });
         let to_time = to_time && fixed.is_none();
         let all = to_time
             || fixed.is_some()
