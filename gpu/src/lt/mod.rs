@@ -37,7 +37,8 @@ pub const REF_ROWS: u64 = 2048;
 /// the first bucket of at least `r` rows; above the last, the reference. Only small counts: the
 /// heuristics' choice at a count is tuned to that count's waves of tiles, and the choices at
 /// 16384 rows (128x256 tiles for the [1024 x k] weights) ran a 1008x1008 image's 5184 rows
-/// slower than the reference (18.2 against 17.6 ms on the H100: 164 tiles on 132 SMs).
+/// slower than the reference (18.2 against 17.6 ms on the H100: about 165 such tiles on 132
+/// SMs).
 pub const BUCKET_ROWS: [u64; 3] = [64, 256, 1024];
 
 /// Algorithms cuBLASLt's heuristics are asked for per weight and row count.
