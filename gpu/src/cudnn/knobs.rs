@@ -7,7 +7,7 @@
 //! many others share the call, while the heuristics asked about the batch could choose other
 //! knobs (another tile, another reduction order).
 
-use super::{Desc, check};
+use super::Desc;
 use crate::error::GpuError;
 use cudarc::cudnn::sys as dnn;
 use dnn::cudnnBackendAttributeName_t as A;
@@ -34,71 +34,45 @@ impl EngineChoice {
     }
 }
 
-/// One value of attribute `name` of type `ty` from `d` into `out`.
-///
-/// # Safety
-/// `V` is the C type that `ty` names.
-unsafe fn get_one<V>(d: &Desc, name: A, ty: T, out: &mut V) -> Result<(), GpuError> {
-    let mut cnt: i64 = 0;
-    // SAFETY: one value of the stated type (the caller's contract).
-    check(&format!("cudnnBackendGetAttribute({name:?})"), unsafe {
-        dnn::cudnnBackendGetAttribute(d.0, name, ty, 1, &mut cnt, (out as *mut V).cast())
-    })
-}
-
 /// The engine and knob settings of a (finalized) engine configuration.
 pub(super) fn read(cfg: &Desc) -> Result<EngineChoice, GpuError> {
-    let engine = Desc::new(D::CUDNN_BACKEND_ENGINE_DESCRIPTOR)?;
-    let mut raw = engine.0;
-    // SAFETY: fills one pre-created engine descriptor.
-    unsafe {
-        get_one(
-            cfg,
+    let engine = cfg
+        .get_descs(
             A::CUDNN_ATTR_ENGINECFG_ENGINE,
-            T::CUDNN_TYPE_BACKEND_DESCRIPTOR,
-            &mut raw,
+            D::CUDNN_BACKEND_ENGINE_DESCRIPTOR,
+            1,
         )?
-    };
+        .pop()
+        .ok_or_else(|| GpuError::Cudnn {
+            op: "cudnnBackendGetAttribute(ENGINECFG_ENGINE)".into(),
+            message: "no engine in the configuration".into(),
+        })?;
     let mut index: i64 = -1;
     // SAFETY: one i64.
     unsafe {
-        get_one(
-            &engine,
+        engine.get(
             A::CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
             T::CUDNN_TYPE_INT64,
             &mut index,
         )?
     };
-    let choices: Vec<Desc> = (0..MAX_KNOBS)
-        .map(|_| Desc::new(D::CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR))
-        .collect::<Result<_, _>>()?;
-    let mut raws: Vec<dnn::cudnnBackendDescriptor_t> = choices.iter().map(|c| c.0).collect();
-    let mut got: i64 = 0;
-    // SAFETY: `raws` holds MAX_KNOBS created knob-choice descriptors to fill.
-    check("cudnnBackendGetAttribute(ENGINECFG_KNOB_CHOICES)", unsafe {
-        dnn::cudnnBackendGetAttribute(
-            cfg.0,
-            A::CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
-            T::CUDNN_TYPE_BACKEND_DESCRIPTOR,
-            MAX_KNOBS as i64,
-            &mut got,
-            raws.as_mut_ptr().cast(),
-        )
-    })?;
+    let choices = cfg.get_descs(
+        A::CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+        D::CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR,
+        MAX_KNOBS,
+    )?;
     let mut knobs = Vec::new();
-    for c in choices.iter().take((got.max(0) as usize).min(MAX_KNOBS)) {
+    for c in &choices {
         // read as the enum's underlying u32: cuDNN may name knobs this build does not
         let (mut ty, mut value) = (0u32, 0i64);
         // SAFETY: a knob type (a C enum, 4 bytes) and an i64.
         unsafe {
-            get_one(
-                c,
+            c.get(
                 A::CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
                 T::CUDNN_TYPE_KNOB_TYPE,
                 &mut ty,
             )?;
-            get_one(
-                c,
+            c.get(
                 A::CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
                 T::CUDNN_TYPE_INT64,
                 &mut value,

@@ -93,6 +93,41 @@ impl Desc {
         unsafe { self.set_value(name, T::CUDNN_TYPE_HANDLE, &h) }
     }
 
+    /// Reads one value of attribute `name` (of type `ty`) into `out`.
+    ///
+    /// # Safety
+    /// `V` is the C type that `ty` names.
+    unsafe fn get<V>(&self, name: A, ty: T, out: &mut V) -> Result<(), GpuError> {
+        let mut cnt: i64 = 0;
+        // SAFETY: one value of the stated type (the caller's contract).
+        check(&format!("cudnnBackendGetAttribute({name:?})"), unsafe {
+            dnn::cudnnBackendGetAttribute(self.0, name, ty, 1, &mut cnt, (out as *mut V).cast())
+        })
+    }
+
+    /// The descriptors (of `kind`) that attribute `name` holds, at most `max`: cuDNN fills
+    /// descriptors created here.
+    fn get_descs(&self, name: A, kind: D, max: usize) -> Result<Vec<Desc>, GpuError> {
+        let mut descs: Vec<Desc> = (0..max)
+            .map(|_| Desc::new(kind))
+            .collect::<Result<_, _>>()?;
+        let mut raw: Vec<dnn::cudnnBackendDescriptor_t> = descs.iter().map(|d| d.0).collect();
+        let mut got: i64 = 0;
+        // SAFETY: `raw` holds `max` created descriptors of the attribute's kind to fill.
+        check(&format!("cudnnBackendGetAttribute({name:?})"), unsafe {
+            dnn::cudnnBackendGetAttribute(
+                self.0,
+                name,
+                T::CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                max as i64,
+                &mut got,
+                raw.as_mut_ptr().cast(),
+            )
+        })?;
+        descs.truncate((got.max(0) as usize).min(max));
+        Ok(descs)
+    }
+
     fn finalize(&self, what: &str) -> Result<(), GpuError> {
         // SAFETY: a live descriptor.
         check(&format!("cudnnBackendFinalize({what})"), unsafe {
@@ -531,18 +566,14 @@ impl Cudnn {
         plan.set_desc(A::CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, &cfg)?;
         plan.finalize("execution plan")?;
         let mut ws: i64 = 0;
-        let mut cnt: i64 = 0;
-        // SAFETY: one i64 out-value.
-        check("cudnnBackendGetAttribute(WORKSPACE_SIZE)", unsafe {
-            dnn::cudnnBackendGetAttribute(
-                plan.0,
+        // SAFETY: one i64.
+        unsafe {
+            plan.get(
                 A::CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                 T::CUDNN_TYPE_INT64,
-                1,
-                &mut cnt,
-                (&mut ws as *mut i64).cast(),
-            )
-        })?;
+                &mut ws,
+            )?
+        };
         let choice = knobs::read(&cfg).ok();
         Ok(Plan {
             plan,
@@ -571,22 +602,12 @@ impl Cudnn {
         };
         heur.finalize("engine heuristics")?;
         const MAX_CFGS: usize = 8;
-        let cfgs: Vec<Desc> = (0..MAX_CFGS)
-            .map(|_| Desc::new(D::CUDNN_BACKEND_ENGINECFG_DESCRIPTOR))
-            .collect::<Result<_, _>>()?;
-        let mut raw: Vec<dnn::cudnnBackendDescriptor_t> = cfgs.iter().map(|c| c.0).collect();
-        let mut got: i64 = 0;
-        // SAFETY: `raw` holds MAX_CFGS created engine-config descriptors to fill.
-        check("cudnnBackendGetAttribute(ENGINEHEUR_RESULTS)", unsafe {
-            dnn::cudnnBackendGetAttribute(
-                heur.0,
-                A::CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                T::CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                MAX_CFGS as i64,
-                &mut got,
-                raw.as_mut_ptr().cast(),
-            )
-        })?;
+        let cfgs = heur.get_descs(
+            A::CUDNN_ATTR_ENGINEHEUR_RESULTS,
+            D::CUDNN_BACKEND_ENGINECFG_DESCRIPTOR,
+            MAX_CFGS,
+        )?;
+        let offered = cfgs.len();
         let mut last = GpuError::Cudnn {
             op: "engine heuristics".into(),
             message: format!("no engine configuration offered for {s:?}"),
@@ -594,7 +615,7 @@ impl Cudnn {
         keep.push(heur);
         let keep = Arc::new(keep);
         let mut plans = Vec::new();
-        for cfg in cfgs.into_iter().take(got.max(0) as usize) {
+        for cfg in cfgs {
             match self.finalize_plan(cfg, keep.clone(), Vec::new()) {
                 Ok(p) => plans.push(p),
                 Err(e) => {
@@ -609,7 +630,7 @@ impl Cudnn {
         if plans.is_empty() {
             Err(last)
         } else {
-            Ok((plans, got.max(0) as usize))
+            Ok((plans, offered))
         }
     }
 
