@@ -266,14 +266,23 @@ fn cudnn_attention_matches_reference() {
 /// (which the fast mode would batch into one cuDNN call), segments of 1024 tokens (cuDNN's,
 /// where it loads) and ones shorter than a query tile (our kernel's), so most packings run
 /// both paths in one forward.
-#[test]
-fn packings_are_batch_invariant() {
+/// Whether a device is there and the batch-invariant mode is on (the tests of that mode's
+/// bits); prints why not.
+fn invariant_device() -> bool {
     if device_available().is_err() {
         println!("skipped: no CUDA device");
-        return;
+        return false;
     }
     if std::env::var("GLM5V_GPU_BATCH_INVARIANT").as_deref() == Ok("0") {
         println!("skipped: GLM5V_GPU_BATCH_INVARIANT=0");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn packings_are_batch_invariant() {
+    if !invariant_device() {
         return;
     }
     let grids: Vec<Grid> = vec![
@@ -542,12 +551,7 @@ fn a_raised_head_stride_keeps_the_bits() {
 #[test]
 fn gemm_rows_keep_their_bits_at_every_row_count() {
     use glm5v_gpu::device::{Dev, Dt};
-    if device_available().is_err() {
-        println!("skipped: no CUDA device");
-        return;
-    }
-    if std::env::var("GLM5V_GPU_BATCH_INVARIANT").as_deref() == Ok("0") {
-        println!("skipped: GLM5V_GPU_BATCH_INVARIANT=0");
+    if !invariant_device() {
         return;
     }
     let dev = Dev::open(0, true, 64).unwrap();

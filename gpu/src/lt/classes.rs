@@ -143,6 +143,7 @@ pub(super) fn per_bucket(
     }
     let mut verdicts: Vec<(lt::cublasLtMatmulAlgo_t, bool)> = vec![(reference, true)];
     let mut chosen = [reference; BUCKET_ROWS.len()];
+    let log = std::env::var("GLM5V_GPU_LT_LOG").as_deref() == Ok("1");
     let mut lines = Vec::new();
     let mut lo = 0u64;
     for (b, &rows) in BUCKET_ROWS.iter().enumerate() {
@@ -169,7 +170,7 @@ pub(super) fn per_bucket(
             }
             refused += 1;
         }
-        if std::env::var("GLM5V_GPU_LT_LOG").as_deref() == Ok("1") {
+        if log {
             lines.push(format!(
                 "  <= {rows} rows: {}{} ({refused} faster guesses refused)",
                 describe(&chosen[b]),
@@ -182,7 +183,7 @@ pub(super) fn per_bucket(
         }
         lo = rows;
     }
-    if !lines.is_empty() {
+    if log {
         eprintln!(
             "glm5v: GEMM [{} x {}] {:?} -> {:?}: reference (at {} rows) {}; {} of {} algorithms probed give its bits\n{}",
             key.out,
