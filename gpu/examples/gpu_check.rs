@@ -15,8 +15,8 @@
 //! - `--bench`: CUDA-event timings (3 warm-ups, median of 10) of one 72x72 image and 16 32x32
 //!   images in bf16 (and f32); `--largest` adds a 144x216 grid (31104 patches).
 //! - `--no-check`: with `--full`, skip the correctness checks (timing only).
-//! - `--packings`: with `--full`, batch invariance at full geometry: seven images (8x8 to 72x72,
-//!   two of 32x32 and two of 72x72, packed side by side too) each alone, then in five packings;
+//! - `--packings`: with `--full`, batch invariance at full geometry: eight images (8x8 to 72x72,
+//!   three of 32x32 and two of 72x72, packed side by side too) each alone, then in six packings;
 //!   every packed row must carry the image-alone bits (a
 //!   fail otherwise). The first forwards run plain, the repeats replay CUDA graphs.
 //! - `--bf16-only`: skip the f32 parity mode; `--cases`: time only these cases; `--iters`: warm-ups
@@ -125,7 +125,8 @@ fn check_packings(
     rng: &mut rand_chacha::ChaCha8Rng,
     cols: usize,
 ) -> Res<bool> {
-    // two 32x32 and two 72x72 images: side by side they are one cuDNN call of two segments
+    // three 32x32 and two 72x72 images: side by side they are one cuDNN call of two segments,
+    // or (three) a call of two and one of one (runs cut into powers of two)
     let grids: Vec<Grid> = vec![
         [1, 8, 8],
         [1, 32, 32],
@@ -134,14 +135,16 @@ fn check_packings(
         [2, 8, 12],
         [1, 32, 32],
         [1, 72, 72],
+        [1, 32, 32],
     ];
     let px: Vec<Array2<f32>> = grids.iter().map(|g| pixels(rng, &[*g], cols)).collect();
-    let orders: [&[usize]; 5] = [
+    let orders: [&[usize]; 6] = [
         &[0, 1, 5, 2, 3, 4],
         &[4, 3, 6, 2, 1, 0],
         &[2, 0, 4],
         &[5, 1],
         &[6, 3, 1],
+        &[7, 5, 1, 0],
     ];
     let mut ok = true;
     for (p, gpu) in gpus {

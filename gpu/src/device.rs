@@ -286,6 +286,9 @@ pub struct Dev {
     /// (with the single segment's engine and knobs); `GLM5V_CUDNN_BATCHED=0`: one call a
     /// segment.
     pub cudnn_batched: bool,
+    /// Runs of equal segments are cut into runs of powers of two (a plan per batch size, so
+    /// at most 7 plans a segment length for up to 127 segments); `GLM5V_CUDNN_POW2=0`: uncut.
+    pub cudnn_pow2: bool,
     /// Each image's rows are the same bits alone or packed with any others (the default;
     /// GLM5V_GPU_BATCH_INVARIANT=0 turns it off): GEMMs through [`LtGemm`]'s one algorithm
     /// per weight, every attention segment through one engine (cuDNN for all of them when it
@@ -427,6 +430,7 @@ impl Dev {
             c.set_batch_invariant(batch_invariant);
         }
         let cudnn_batched = crate::env::usize_var("GLM5V_CUDNN_BATCHED", 1, 0)? != 0;
+        let cudnn_pow2 = crate::env::usize_var("GLM5V_CUDNN_POW2", 1, 0)? != 0;
         let candidate = crate::env::usize_var("GLM5V_CUDNN_CANDIDATE", usize::MAX, 0)?;
         if let Some(c) = &cudnn {
             c.set_candidate((candidate != usize::MAX).then_some(candidate));
@@ -445,6 +449,7 @@ impl Dev {
             cudnn_min_len,
             cudnn_forced,
             cudnn_batched,
+            cudnn_pow2,
             batch_invariant,
             lt,
             ctx,

@@ -293,19 +293,23 @@ fn packings_are_batch_invariant() {
         [1, 32, 32],
         [2, 4, 4],
         [1, 8, 6],
+        [1, 32, 32],
     ];
     let (cfg, mut rng, weights) = random_case();
     let pix: Vec<Array2<f32>> = grids
         .iter()
         .map(|g| random_pixels(&mut rng, &cfg, std::slice::from_ref(g)))
         .collect();
-    // the two 1024-token images side by side: one cuDNN call of a batch of two segments,
-    // which must run the single segment's engine and knobs
+    // the 1024-token images side by side: one cuDNN call of a batch of two segments, which
+    // must run the single segment's engine and knobs; three of them: a run cut into a batch
+    // of two and one of one (`pow2_runs`), or one batch of three with GLM5V_CUDNN_POW2=0
     let mut orders: Vec<Vec<usize>> = vec![
         (0..grids.len()).collect(),
         (0..grids.len()).rev().collect(),
         vec![2, 4],
         vec![0, 4, 2, 1],
+        vec![7, 2, 4],
+        vec![1, 4, 7, 2, 0],
     ];
     for _ in 0..3 {
         let mut o: Vec<usize> = (0..grids.len()).collect();

@@ -93,6 +93,26 @@ pub(super) fn runs_of(cu: &[usize], merge: bool, min_len: usize) -> Vec<Run> {
     runs
 }
 
+/// `runs` with each run of several segments cut into runs of powers of two, the largest first
+/// (13 segments: 8, 4, 1). A cuDNN plan holds its batch size, so a server's batches of 1 to 32
+/// images of one size would build up to 32 plans of that length (0.03-0.04 s each on an H100,
+/// the first time each count comes); cut this way they need at most 6, all built after a few
+/// batches. Each call still runs the single segment's engine and knobs in the batch-invariant
+/// mode, so the bits are the same however a run is cut (`GLM5V_CUDNN_POW2=0`: runs uncut).
+pub(super) fn pow2_runs(runs: Vec<Run>) -> Vec<Run> {
+    let mut out = Vec::with_capacity(runs.len());
+    for r in runs {
+        let (mut start, mut left) = (r.start, r.batch);
+        while left > 0 {
+            let batch = 1usize << left.ilog2();
+            out.push(Run { batch, start, ..r });
+            start += batch * r.len;
+            left -= batch;
+        }
+    }
+    out
+}
+
 /// Query tiles of the attention kernels: (segment start, segment end, first query, end query),
 /// at most `bq` queries each, never crossing a segment, for the segments shorter than
 /// `below` tokens.
@@ -250,6 +270,9 @@ impl GpuTower {
         } else {
             Vec::new()
         };
+        if self.dev.cudnn_pow2 {
+            runs = pow2_runs(runs);
+        }
         let mut plans = self.cudnn_plans(&runs, stride);
         if self.dev.batch_invariant && plans.is_err() && runs.iter().any(|r| r.batch > 1) {
             // the single segments' plans give the same bits (one call a segment)
@@ -633,6 +656,44 @@ mod tests {
             runs_of(&[0, 4, 8, 11, 15, 19], true, 4),
             vec![r(0, 2, 4), r(11, 2, 4)]
         );
+    }
+
+    #[test]
+    fn runs_are_cut_into_powers_of_two_covering_the_same_segments() {
+        let r = |start, batch, len| Run { start, batch, len };
+        assert_eq!(
+            pow2_runs(vec![r(0, 13, 4), r(60, 1, 5), r(65, 2, 3), r(71, 7, 2)]),
+            vec![
+                r(0, 8, 4),
+                r(32, 4, 4),
+                r(48, 1, 4),
+                r(60, 1, 5),
+                r(65, 2, 3),
+                r(71, 4, 2),
+                r(79, 2, 2),
+                r(83, 1, 2)
+            ]
+        );
+        // every count up to 64: the same tokens, in order, at most 7 distinct batch sizes
+        let mut sizes = std::collections::BTreeSet::new();
+        for b in 1..=64 {
+            let cut = pow2_runs(vec![r(10, b, 3)]);
+            let mut at = 10;
+            for c in &cut {
+                assert!(
+                    c.batch.is_power_of_two() && c.len == 3 && c.start == at,
+                    "{b}: {cut:?}"
+                );
+                at += c.batch * c.len;
+                sizes.insert(c.batch);
+            }
+            assert_eq!(at, 10 + 3 * b);
+            assert!(
+                cut.windows(2).all(|w| w[0].batch > w[1].batch),
+                "{b}: {cut:?}"
+            );
+        }
+        assert_eq!(sizes.len(), 7);
     }
 
     #[test]
